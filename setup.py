@@ -1,0 +1,47 @@
+from configparser import ConfigParser
+import setuptools, shlex
+
+# Packaging is read from settings.ini (nbdev 2 layout); no pkg_resources, which current setuptools lacks.
+config = ConfigParser(delimiters=['='])
+config.read('settings.ini', encoding='utf-8')
+cfg = config['DEFAULT']
+
+expected = 'version description keywords author author_email license status min_python audience language'.split()
+missing = [o for o in expected if o not in cfg]
+if missing: raise SystemExit(f'settings.ini lacks: {", ".join(missing)}')
+
+licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
+statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
+py_versions = '3.10 3.11 3.12 3.13'.split()
+
+requirements = shlex.split(cfg.get('requirements', ''))
+dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
+min_python = cfg['min_python']
+lic = licenses.get(cfg['license'].lower(), (cfg['license'], None))
+scripts = [s.strip() for s in cfg.get('console_scripts', '').split() if s.strip()]
+
+setuptools.setup(
+    name=cfg['lib_name'],
+    license=lic[0],
+    classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
+                 'Intended Audience :: ' + cfg['audience'].title(),
+                 'Natural Language :: ' + cfg['language'].title()]
+                + ['Programming Language :: Python :: ' + o for o in py_versions[py_versions.index(min_python):]]
+                + (['License :: ' + lic[1]] if lic[1] else []),
+    url=cfg['git_url'],
+    packages=setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
+    include_package_data=True,
+    install_requires=requirements,
+    extras_require={'dev': dev_requirements},
+    dependency_links=cfg.get('dep_links', '').split(),
+    python_requires='>=' + min_python,
+    long_description=open('README.md', encoding='utf-8').read(),
+    long_description_content_type='text/markdown',
+    zip_safe=False,
+    entry_points={'console_scripts': scripts, 'nbdev': [f'{cfg["lib_path"]}={cfg["lib_path"]}._modidx:d']},
+    version=cfg['version'],
+    description=cfg['description'],
+    keywords=cfg['keywords'],
+    author=cfg['author'],
+    author_email=cfg['author_email'],
+)
