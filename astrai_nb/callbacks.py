@@ -4,7 +4,7 @@
 
 # %% ../nbs/30_callbacks.ipynb #3ed557dc
 from __future__ import annotations
-import json, math, time
+import json, math, os, time
 from pathlib import Path
 from operator import attrgetter
 from functools import partial
@@ -119,11 +119,26 @@ class MetricLogger(Callback):
     def state_dict(self) -> dict: return {'acc': {k: list(v) for k, v in self.acc.items()}}
     def load_state_dict(self, sd:dict): self.acc = {k: list(v) for k, v in sd['acc'].items()}
 
+    @staticmethod
+    def read_rows(path) -> list[dict]:
+        "The rows of a metrics log; a torn last line (the writer was killed mid-row) is dropped, a damaged earlier one is an error."
+        lines = Path(path).read_text().split('\n')
+        rows = []
+        for i, line in enumerate(lines):
+            if not line.strip(): continue
+            try: rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                if i == len(lines) - 1: break                  # no newline after it: the last write was cut short
+                raise ValueError(f"{path}:{i + 1} is not a JSON row; the metrics log is damaged") from None
+        return rows
+
     def on_train_begin(self, ctx):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.exists():                               # drop rows the resumed run will write again
-            keep = [l for l in self.path.read_text().splitlines() if l.strip() and json.loads(l)['step'] <= ctx.iteration]
-            self.path.write_text(''.join(l + '\n' for l in keep))
+            text = ''.join(json.dumps(r) + '\n' for r in self.read_rows(self.path) if r['step'] <= ctx.iteration)
+            if text != self.path.read_text():
+                tmp = self.path.with_name(f'.{self.path.name}.tmp')
+                tmp.write_text(text); os.replace(tmp, self.path)   # a kill here leaves the old log or the new one
         self.file = open(self.path, 'a')
 
     def on_step_end(self, ctx):

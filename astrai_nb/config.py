@@ -24,7 +24,10 @@ def _check_type(owner:str, name:str, value, tp:str):
         if 'None' in tp: return
         raise TypeError(f"{owner}.{name} must not be None")
     if tp.startswith('int'): ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp.startswith('float'): ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif tp.startswith('float'):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and not math.isfinite(value):          # NaN slips through every range check (nan < 0 and nan > 0 are both False)
+            raise ValueError(f"{owner}.{name} must be a finite number, got {value}")
     elif tp.startswith('bool'): ok = isinstance(value, bool)
     elif tp.startswith('str'): ok = isinstance(value, str)
     else: ok = True
@@ -157,6 +160,7 @@ class TrainConfig(Config):
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
     resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
+    overwrite: bool = False               # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
     model: str = 'small'                  # model preset (see PRESETS)
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs

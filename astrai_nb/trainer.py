@@ -4,7 +4,8 @@
 
 # %% ../nbs/34_trainer.ipynb #578c838b
 from __future__ import annotations
-import json, math, random, warnings
+import fcntl, json, math, os, random, re, shutil, socket, sys, time, warnings
+from dataclasses import fields
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -14,20 +15,22 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
 from .config import ModelConfig, TrainConfig
-from .model import Transformer
+from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler
 from .strategy import StrategyFactory
-from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm
-from .checkpoint import Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints
+from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, dist_env, threads_per_rank
+from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
+                                  list_checkpoints)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver)
 
 # %% auto #0
-__all__ = ['rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size', 'resolve_device', 'resolve_dtype', 'TrainContext',
-           'trainer_state', 'TrainContextBuilder', 'data_vocab_size', 'load_datasets', 'load_initial_weights',
-           'Trainer', 'read_metrics', 'plot_metrics']
+__all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
+           'resolve_device', 'resolve_dtype', 'TrainContext', 'trainer_state', 'check_fits', 'TrainContextBuilder',
+           'data_info', 'load_datasets', 'load_initial_weights', 'available_memory', 'training_memory', 'check_memory',
+           'RunLock', 'Trainer', 'read_metrics', 'plot_metrics']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -96,6 +99,9 @@ class TrainContext:
     executor: Executor = field(default_factory=Executor)   # gradient synchronisation across ranks (`32_parallel`)
     metrics: dict = field(default_factory=dict)   # filled during a step by the trainer and callbacks
     step_tokens: int = 0
+    data_info: dict | None = None      # what identifies the training data (`data_info`), saved with every checkpoint
+    resume_request: str | None = None  # what was asked: 'auto', a checkpoint directory, or None (a fresh run)
+    resumed_from: Path | None = None   # the checkpoint this run resumed from
 
     def autocast(self):
         "The precision context of the forward pass."
@@ -136,18 +142,43 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     ck = Checkpoint(model_sd, self.epoch, self.iteration,
                     extra={'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(),
                            'trainer_state': trainer_state(self)},
-                    meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss')},
+                    meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
+                          'data': self.data_info},
                     config=self.model_config.to_dict(), train_config=self.config.to_dict())
     path = ck.save(self.ckpt_dir)
     prune_checkpoints(self.ckpt_dir, keep_last)
     return path
 
+def _plain(v): return tuple(v) if isinstance(v, list) else v     # a loaded state may hold a tuple as a list
+
+_POSITION = ('last_epoch', '_step_count')                                       # what a scheduler state says about where it is
+_DERIVED = ('_last_lr', '_get_lr_called_within_step', '_is_initial', 'verbose')  # recomputed from the settings and the position
+
+@patch
+def restore_schedule(self:TrainContext, saved:dict) -> dict:
+    "Take the position from a saved scheduler state, keep this run's settings, set the next lr; return {setting: (saved, now)} that differ."
+    now = self.scheduler.state_dict()
+    changed = {k: (saved[k], v) for k, v in now.items() if k in saved and k not in _POSITION + _DERIVED and saved[k] != v}
+    for k in _POSITION: setattr(self.scheduler, k, saved[k])
+    lrs = self.scheduler.get_lr()
+    for group, lr in zip(self.optimizer.param_groups, lrs): group['lr'] = lr
+    self.scheduler._last_lr = lrs
+    return changed
+
 @patch
 def load_checkpoint(self:TrainContext, path):
-    "Restore model, optimizer, scheduler and trainer state from the checkpoint at `path`."
+    "Restore model, optimizer moments, scheduler position and trainer state from `path`; the hyper-parameters stay this run's."
     ck = Checkpoint.load(path)
+    hyper = [{k: v for k, v in g.items() if k != 'params'} for g in self.optimizer.param_groups]   # this run's settings
     self.executor.load_state_dicts(self.raw_model, self.optimizer, ck.state_dict, ck.extra['optimizer'])
-    self.scheduler.load_state_dict(ck.extra['scheduler'])
+    changed = {}
+    for group, h in zip(self.optimizer.param_groups, hyper):
+        changed.update({k: (group[k], v) for k, v in h.items() if k != 'lr' and _plain(group.get(k)) != _plain(v)})
+        group.update(h)
+    changed.update(self.restore_schedule(ck.extra['scheduler']))
+    if changed and self.rank == 0:
+        print("resume: this run's settings decide the schedule and the optimizer: "
+              + ', '.join(f"{k} {a} -> {b}" for k, (a, b) in sorted(changed.items())), flush=True)
     st = ck.extra['trainer_state']
     self.epoch, self.iteration, self.consumed, self.tokens_seen = st['epoch'], st['iteration'], st['consumed'], st['tokens_seen']
     self.sampler.load_state_dict(st['sampler'])
@@ -155,7 +186,46 @@ def load_checkpoint(self:TrainContext, path):
     for cb in self.callbacks:
         if type(cb).__name__ in st['callbacks']: cb.load_state_dict(st['callbacks'][type(cb).__name__])
     set_rng_state(st['rng'])
-    self.resumed = True
+    self.resumed, self.resumed_from = True, Path(path)
+
+# %% ../nbs/34_trainer.ipynb #2d5bf93a
+TOKENIZER_FIELDS = ('vocab_size', 'tokenizer_hash')
+DATA_FIELDS = ('kind',) + TOKENIZER_FIELDS + ('data_hash',)     # compared in this order: the first difference is the one named
+
+def _mismatch(what:str, path, field:str, saved, now, advice:str) -> ValueError:
+    return ValueError(f"{what} {path}: {field} differs (checkpoint: {saved}; this run: {now}); {advice}")
+
+def _trained_with(path:Path) -> str:
+    "The model flag of the run that wrote a checkpoint, from its train_config.json."
+    try: tc = json.loads((path / 'train_config.json').read_text())
+    except (OSError, ValueError): return 'the same --model or --model_config'
+    return f"--model_config {tc['model_config']}" if tc.get('model_config') else f"--model {tc.get('model')}"
+
+def check_fits(path,                                  # a checkpoint step directory
+               model_config:ModelConfig|None,         # the model this run would build; None: not compared
+               data:dict|None,                        # this run's `data_info`; None: not compared
+               data_fields:tuple=DATA_FIELDS,         # which entries of the data info must match
+               what:str='cannot resume from'):        # how the message starts
+    "Raise a `ValueError` naming the first field in which the data or model of this run differ from those checkpoint `path` was trained with."
+    path = Path(path)
+    meta = check_checkpoint(path, hashes=False)
+    saved = meta.get('data')
+    for k in (data_fields if data is not None and isinstance(saved, dict) else ()):
+        a, b = saved.get(k), data.get(k)
+        if a is None or b is None or a == b: continue
+        short = (lambda h: h[:12] + '…') if k.endswith('hash') else (lambda v: v)
+        advice = (f"train on the data it was trained on ({saved.get('path')}), or prepare this data with "
+                  f"--tokenizer {saved.get('path')}/tokenizer.json" if k in TOKENIZER_FIELDS else
+                  f"resume with the data it was trained on ({saved.get('path')}), or start a new run from these weights "
+                  f"with --param_path {path}")
+        raise _mismatch(what, path, f"the data's {k}", short(a), short(b), advice)
+    if model_config is not None:
+        saved = ModelConfig.load(path / 'config.json')
+        diff = [f.name for f in fields(ModelConfig) if getattr(saved, f.name) != getattr(model_config, f.name)]
+        if diff:
+            k = diff[0]
+            raise _mismatch(what, path, f"the model's {k}", getattr(saved, k), getattr(model_config, k),
+                            f"{len(diff)} field(s) differ ({', '.join(diff)}); pass the model of the run that wrote it ({_trained_with(path)})")
 
 # %% ../nbs/34_trainer.ipynb #5ea9b0c3
 class TrainContextBuilder:
@@ -192,11 +262,10 @@ class TrainContextBuilder:
         check_checkpoint(path)                       # an explicit checkpoint must be whole: CheckpointError otherwise
         return path
 
-    def _model_config(self, resume:Path|None, vocab_size:int|None) -> ModelConfig:
-        "The model's config: the given model's, the checkpoint's, a JSON file's, or the preset sized to the data's vocabulary."
+    def _model_config(self, vocab_size:int|None) -> ModelConfig:
+        "The model's config: the given model's, a JSON file's, the initial weights', or the preset sized to the data's vocabulary."
         c = self.config
         if self.model is not None: cfg = self.model.cfg
-        elif resume is not None: cfg = ModelConfig.load(resume / 'config.json')
         elif c.model_config is not None: cfg = ModelConfig.load(c.model_config)
         elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists(): cfg = ModelConfig.load(Path(c.param_path) / 'config.json')
         else: cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
@@ -228,8 +297,16 @@ class TrainContextBuilder:
         device = resolve_device(c.device)
         dtype = resolve_dtype(c.precision, device)
         resume = self._resume_path()
-        vocab = data_vocab_size(c.data_root_path) if self.datasets is None else None
-        mcfg = self._model_config(resume, vocab)
+        data = data_info(c.data_root_path) if self.datasets is None else None
+        mcfg = self._model_config(data['vocab_size'] if data else None)
+        if resume is not None: check_fits(resume, mcfg, data)                 # before anything is allocated or written
+        elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists():
+            check_fits(c.param_path, None, data, TOKENIZER_FIELDS, 'cannot start from --param_path')
+        cores = threads_per_rank(1)
+        if c.num_workers > cores:
+            raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
+                             f"workers only read windows of memory-mapped shards, so 0 to {cores} is plenty")
+        if self.model is None: check_memory(mcfg, device, c.parallel_mode, self.world_size, dist_env()['local_world_size'])
         window = c.window_size or mcfg.max_seq_len
         if window > mcfg.max_seq_len:
             raise ValueError(f"window_size={window} is longer than the model's max_seq_len={mcfg.max_seq_len}: "
@@ -264,7 +341,7 @@ class TrainContextBuilder:
                            scaler=torch.amp.GradScaler(device.type) if dtype == torch.float16 else None,
                            callbacks=self.callbacks if self.callbacks is not None else self.default_callbacks(),
                            window_size=window, steps_per_epoch=steps_per_epoch, total_steps=total, ckpt_dir=Path(c.ckpt_dir),
-                           world_size=W, rank=self.rank, executor=executor)
+                           world_size=W, rank=self.rank, executor=executor, data_info=data, resume_request=self.resume)
         if resume is not None: ctx.load_checkpoint(resume)
         return ctx
 
@@ -272,11 +349,13 @@ class TrainContextBuilder:
 def _need_data(root):
     if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by astrai_nb_prepare)")
 
-def data_vocab_size(data_root_path) -> int:
-    "The vocabulary size of the tokenizer a data directory was prepared with."
+def data_info(data_root_path) -> dict:
+    "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
     from astrai_nb.data import check_prepared
     _need_data(data_root_path)
-    return check_prepared(data_root_path)[0]['vocab_size']
+    meta, _ = check_prepared(data_root_path)
+    return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
+            'tokenizer_hash': meta['tokenizer_hash'], 'data_hash': meta.get('data_hash')}
 
 def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
     "Train and validation datasets of `config.data_root_path` for its train_type, and the collate function."
@@ -299,6 +378,118 @@ def load_initial_weights(model:Transformer, path):
     else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging Face model directory")
     model.load_state_dict(sd)
 
+# %% ../nbs/34_trainer.ipynb #ddf73a70
+def _read(path) -> str|None:
+    try: return Path(path).read_text()
+    except OSError: return None
+
+def available_memory(device:torch.device) -> int:
+    "Bytes free for this process on `device`: CUDA's free memory, or the RAM the kernel (and the cgroup, if limited) leaves available."
+    if device.type == 'cuda': return torch.cuda.mem_get_info(device)[0]
+    m = re.search(r'MemAvailable:\s+(\d+) kB', _read('/proc/meminfo') or '')
+    avail = int(m.group(1)) * 1024 if m else os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    limit, used = _read('/sys/fs/cgroup/memory.max'), _read('/sys/fs/cgroup/memory.current')
+    if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
+    return avail
+
+def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1) -> int:
+    "Bytes one rank needs at least: the fp32 weights, and their gradients and AdamW moments (sharded over the ranks by FSDP)."
+    n = num_params(cfg)
+    return 4 * n + 12 * n // (world_size if parallel_mode == 'fsdp' else 1)
+
+def _gb(n:int) -> str: return f"{n / 1e9:,.1f} GB"
+
+def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none', world_size:int=1, local_ranks:int=1):
+    "Raise a `ValueError` when training `cfg` cannot fit in the memory `device` has free (the machine's `local_ranks` share the CPU's)."
+    need = training_memory(cfg, parallel_mode, world_size) * (local_ranks if device.type == 'cpu' else 1)
+    have = available_memory(device)
+    if need > have:
+        raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, {cfg.n_layers} layers, vocab {cfg.vocab_size}) "
+                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32, but {device.type} has {_gb(have)} "
+                         "available: choose a smaller model (--model or --model_config)")
+
+# %% ../nbs/34_trainer.ipynb #a4414c8c
+class RunLock:
+    "An exclusive lock on a checkpoint directory for the life of a run: `flock` on `ckpt_dir/.lock`, released by the kernel if the process dies."
+    def __init__(self, ckpt_dir): self.path, self.fd = Path(ckpt_dir) / '.lock', None
+
+    def holder(self) -> str:
+        "Who holds the lock, as its holder wrote it."
+        try: h = json.loads(self.path.read_text())
+        except (OSError, ValueError): return 'another process'
+        return f"pid {h['pid']} on {h['host']}, since {h['since']}"
+
+    def acquire(self) -> RunLock:
+        "Take the lock, or raise a `ValueError` saying who holds it."
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ValueError(f"{self.path.parent} is in use by another run ({self.holder()}): wait for it to end, "
+                             "or choose another --ckpt_dir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({'pid': os.getpid(), 'host': socket.gethostname(), 'since': time.strftime('%Y-%m-%d %H:%M:%S'),
+                                 'command': sys.argv}).encode())
+        self.fd = fd
+        return self
+
+    def release(self):
+        "Give the lock back (the file stays: removing it would race with a run opening it)."
+        if self.fd is None: return
+        fcntl.flock(self.fd, fcntl.LOCK_UN); os.close(self.fd); self.fd = None
+
+    def __enter__(self): return self.acquire()
+    def __exit__(self, *exc): self.release()
+
+# %% ../nbs/34_trainer.ipynb #aca8faa7
+RUN_FILES = ('metrics.jsonl', 'tensorboard')        # besides the step_* checkpoints, what a run writes into its ckpt_dir
+
+def _names(paths:list[Path]) -> str:
+    names = [p.name for p in paths]
+    return ', '.join(names if len(names) <= 4 else names[:2] + ['...'] + names[-1:])
+
+@patch
+def foreign_files(self:TrainContext) -> list[Path]:
+    "What in ckpt_dir belongs to another run than this one: all run files when it starts fresh or resumes from elsewhere, newer checkpoints when it resumes an older one."
+    d, src = Path(self.ckpt_dir), self.resumed_from
+    if src is None and self.resume_request == 'auto': return []              # nothing complete to resume: the same run, started again
+    if src is None or src.resolve().parent != d.resolve():
+        return list_checkpoints(d) + [d / n for n in RUN_FILES if (d / n).exists()]
+    if self.resume_request == 'auto': return []                              # the newest complete one: newer ones are damaged leftovers
+    return [p for p in list_checkpoints(d) if int(p.name[5:]) > self.iteration]
+
+@patch
+def _claim(self:TrainContext):
+    "Refuse (or with `overwrite`, delete) what `foreign_files` finds."
+    foreign = self.foreign_files()
+    if not foreign: return
+    d = self.ckpt_dir
+    if not self.config.overwrite:
+        if self.resumed_from is None: what = f"{d} already holds a run ({_names(foreign)}): continue it with --resume auto"
+        elif self.resumed_from.resolve().parent != d.resolve():
+            what = f"{d} holds another run ({_names(foreign)}) than the checkpoint {self.resumed_from} you resume: resume into an empty --ckpt_dir"
+        else: what = f"{d} holds checkpoints newer than {self.resumed_from.name} ({_names(foreign)}), which this run would mix with its own"
+        raise ValueError(f"{what}, start over with --overwrite (deletes them), or choose another --ckpt_dir")
+    param = Path(self.config.param_path).resolve() if self.config.param_path else None
+    if param is not None and any(param == p.resolve() or p.resolve() in param.parents for p in foreign):
+        raise ValueError(f"--param_path {self.config.param_path} is inside {d}, which --overwrite would delete: copy it elsewhere first")
+    for p in foreign: shutil.rmtree(p) if p.is_dir() else p.unlink()
+    print(f"--overwrite: deleted {_names(foreign)} from {d}", flush=True)
+
+@patch
+def claim_ckpt_dir(self:TrainContext) -> RunLock|None:
+    "Lock ckpt_dir and check it holds nothing of another run (rank 0); every rank raises if that failed. Returns the lock to release."
+    lock, err = None, None
+    if self.rank == 0:
+        try: lock = RunLock(self.ckpt_dir).acquire(); self._claim()
+        except (ValueError, OSError) as e:
+            err = e
+            if lock is not None: lock.release()
+    if self.executor.all_reduce(float(err is not None)):
+        raise err if err is not None else ValueError(f"rank 0 could not claim ckpt_dir {self.ckpt_dir} (its message is above)")
+    return lock
+
 # %% ../nbs/34_trainer.ipynb #c38083d2
 class Trainer:
     "Run the training loop of a `TrainContext`."
@@ -309,12 +500,15 @@ class Trainer:
     def train(self) -> TrainContext:
         "Train until `total_steps`, firing the callback events; return the context."
         ctx = self.ctx
-        self._run('on_train_begin')
+        lock = ctx.claim_ckpt_dir()                                # one run per ckpt_dir; checked before anything is written
         try:
+            self._run('on_train_begin')
             with deferred_sigterm() as stop:
                 stopped = self._steps(stop)
                 self._run('on_train_end')                          # the CheckpointSaver saves the last step here
-        finally: ctx.unwrap()
+        finally:
+            ctx.unwrap()
+            if lock is not None: lock.release()
         if stopped:
             raise Terminated(f"stopped by SIGTERM after step {ctx.iteration}; the newest checkpoint is "
                              f"{latest_checkpoint(ctx.ckpt_dir, hashes=False) or 'none'}: continue with --resume auto")
