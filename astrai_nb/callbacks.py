@@ -107,7 +107,7 @@ class Validation(Callback):
     def on_step_end(self, ctx):
         if ctx.val_loader is None or not self.interval: return
         if ctx.iteration % self.interval and ctx.iteration != ctx.total_steps: return
-        res = evaluate_loss(ctx.strategy, ctx.val_loader, self.max_batches, ctx.device, ctx.autocast, ctx.executor.all_reduce)
+        res = evaluate_loss(ctx.strategy, ctx.model, ctx.val_loader, self.max_batches, ctx.device, ctx.autocast, ctx.executor.all_reduce)
         ctx.metrics.update({k: res[k] for k in ('val_loss', 'val_ppl')})
 
 # %% ../nbs/30_callbacks.ipynb #8964fd15

@@ -10,7 +10,7 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PRESETS', 'TRAIN_TYPES', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'Config', 'ModelConfig', 'TrainConfig']
+__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'Config', 'ModelConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -147,7 +147,6 @@ def from_preset(cls:ModelConfig, name:str, **overrides) -> ModelConfig:
     return cls.from_dict({**PRESETS[name], **overrides})
 
 # %% ../nbs/00_config.ipynb #5cc391ce
-TRAIN_TYPES = ('seq', 'sft', 'dpo', 'grpo', 'kl')
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
 PRECISIONS = ('auto', 'fp32', 'bf16', 'fp16')
 PARALLEL_MODES = ('none', 'ddp', 'fsdp')
@@ -155,7 +154,7 @@ PARALLEL_MODES = ('none', 'ddp', 'fsdp')
 @dataclass
 class TrainConfig(Config):
     "The settings of a training run (the `astrai_nb_train` flags)."
-    train_type: str = 'seq'               # seq (pretraining), sft, dpo, grpo or kl
+    train_type: str = 'seq'               # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft)
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
@@ -205,7 +204,6 @@ def _one_of(owner, name, value, allowed):
 def validate(self:TrainConfig):
     "Check ranges and choices; raise an error that names the bad field."
     T = 'TrainConfig'
-    _one_of(T, 'train_type', self.train_type, TRAIN_TYPES)
     _one_of(T, 'schedule_type', self.schedule_type, SCHEDULE_TYPES)
     _one_of(T, 'precision', self.precision, PRECISIONS)
     _one_of(T, 'parallel_mode', self.parallel_mode, PARALLEL_MODES)

@@ -92,7 +92,13 @@ class Executor:
     world_size, rank, loss_scale = 1, 0, 1.0
     def prepare(self, model:nn.Module) -> nn.Module: return model
     def accumulate(self, model:nn.Module, last:bool): return nullcontext()
-    def all_reduce(self, x:float) -> float: return x
+    def reduce_sums(self, *xs) -> list[float]:
+        "Numbers (host numbers or 0-dim tensors) summed over the ranks, in one collective, back on the host."
+        return [float(x) for x in xs]
+
+    def all_reduce(self, x:float) -> float:
+        "One number summed over the ranks."
+        return self.reduce_sums(x)[0]
 
     def state_dicts(self, model:nn.Module, optimizer:torch.optim.Optimizer) -> tuple[dict, dict]:
         "Full model and optimizer state on the CPU of rank 0 (other ranks get empty dicts); every rank must call it."
@@ -117,11 +123,12 @@ class _Distributed(Executor):
         self.world_size, self.rank = dist.get_world_size(), dist.get_rank()
         self.loss_scale = float(self.world_size)
 
-    def all_reduce(self, x:float) -> float:
-        t = torch.tensor([float(x)], dtype=torch.float64)
-        if dist.get_backend() == 'nccl': t = t.cuda()
+    def reduce_sums(self, *xs) -> list[float]:
+        dev = torch.device('cuda', torch.cuda.current_device()) if dist.get_backend() == 'nccl' else torch.device('cpu')
+        t = torch.zeros(len(xs), dtype=torch.float64, device=dev)
+        for i, x in enumerate(xs): t[i] = x.to(dev, torch.float64) if torch.is_tensor(x) else float(x)   # no host round trip
         dist.all_reduce(t)
-        return float(t)
+        return t.tolist()
 
 class DDPExecutor(_Distributed):
     "DistributedDataParallel: a full copy of the model per rank; gradients all-reduced (averaged) on the last micro-batch of each step."
