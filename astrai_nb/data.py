@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_data.ipynb #6c79b4ff
 from __future__ import annotations
-import glob, hashlib, json, operator, os, shutil, sys, tempfile, time, warnings
+import ctypes, errno, functools, glob, hashlib, json, operator, os, re, shutil, socket, sys, tempfile, time, warnings
 import sysconfig
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -14,21 +14,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import datasets
+from tokenizers import pre_tokenizers
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 from tqdm import tqdm
-from .tokenizer import TextTokenizer, train_tokenizer
+from .tokenizer import TextTokenizer, train_tokenizer, SPECIAL_TOKENS
 from .tasks import read_jsonl, write_jsonl
 from .losses import IGNORE_INDEX
 
 # %% auto #0
-__all__ = ['STDLIB_EXCLUDE', 'SHARD_DTYPES', 'POST_KINDS', 'KINDS', 'PAD_VALUES', 'DATA_FORMAT', 'DATA_VERSION',
-           'TOKENIZER_FILES', 'DATA_FILES', 'builtin_corpus_root', 'read_text_file', 'builtin_corpus_files',
-           'builtin_documents', 'input_format', 'check_input_file', 'load_documents', 'token_dtype', 'split_documents',
-           'tokenize_documents', 'write_token_shards', 'PretrainDataset', 'read_post_rows', 'sft_messages',
-           'shift_example', 'sft_example', 'SFTDataset', 'DPODataset', 'PromptDataset', 'Collator', 'PackedDataset',
-           'prepare_data', 'check_prepared', 'load_pretrain_data', 'load_post_data', 'collator_for']
+__all__ = ['STDLIB_EXCLUDE', 'SHARD_DTYPES', 'PIECE_CHARS', 'POST_KINDS', 'KINDS', 'PAD_VALUES', 'DATA_FORMAT', 'DATA_VERSION',
+           'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES', 'MAX_VOCAB', 'builtin_corpus_root', 'read_text_file',
+           'builtin_corpus_files', 'builtin_documents', 'input_format', 'check_input_file', 'load_documents',
+           'token_dtype', 'split_documents', 'tokenize_documents', 'pretoken_cuts', 'split_document',
+           'encode_documents', 'NoSpaceError', 'write_token_shards', 'PretrainDataset', 'read_post_rows',
+           'sft_messages', 'shift_example', 'sft_example', 'SFTDataset', 'DPODataset', 'PromptDataset', 'Collator',
+           'PackedDataset', 'prepare_data', 'data_hash', 'check_prepared', 'load_pretrain_data', 'load_post_data',
+           'collator_for']
 
 # %% ../nbs/02_data.ipynb #34c782d5
 STDLIB_EXCLUDE = ('test', 'tests', 'idle_test', '__pycache__', 'site-packages', 'dist-packages')  # directories left out
@@ -212,20 +215,76 @@ def tokenize_documents(docs:datasets.Dataset,   # a `text` column, as `load_docu
                        tok:TextTokenizer,       # the tokenizer
                        dtype=None,              # of the ids; None: `token_dtype(tok.vocab_size)`
                        num_proc:int|None=None,  # `datasets` processes; None: one (the encoder uses every core already)
-                       batch_size:int=256,      # documents per `encode_batch` call
+                       batch_size:int=256,      # documents per call of `encode_documents`
                        progress:bool=True,      # show the progress bar of the map
                       ) -> datasets.Dataset:    # columns `ids` (each document's ids, then eos) and `bytes` (its UTF-8 size)
-    "Tokenize every document with `encode_batch`, each followed by `eos`, in a batched `datasets.map`."
+    "Tokenize every document with `encode_documents`, each followed by `eos`, in a batched `datasets.map`."
     dt = token_dtype(tok.vocab_size, dtype)
     if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1):
         raise ValueError(f"num_proc must be a positive int or None, got {num_proc!r}")
     def encode(batch):
-        ids = tok.encode_batch(batch['text'], eos=True)
-        return {'ids': [np.asarray(x, dtype=dt) for x in ids], 'bytes': [len(t.encode('utf-8')) for t in batch['text']]}
+        return {'ids': encode_documents(tok, batch['text'], dt), 'bytes': [len(t.encode('utf-8')) for t in batch['text']]}
     fp = hashlib.sha256(f"{docs._fingerprint}|{tok.hash}|{dt.name}|{batch_size}".encode()).hexdigest()[:32]
     with _datasets_progress(progress):
         return docs.map(encode, batched=True, batch_size=batch_size, num_proc=num_proc, remove_columns=docs.column_names,
                         new_fingerprint=fp, desc='tokenizing')
+
+# %% ../nbs/02_data.ipynb #b3b8ae0a
+PIECE_CHARS = 2**16   # documents longer than this many characters are encoded (and trained on) in pieces
+
+_CUT = re.compile(r'(?<=[^\W_])(?![^\W_])|(?<=\S)(?=[ \t\n\r])')   # a letter or digit, then something else; or a non-space, then ASCII whitespace
+
+def pretoken_cuts(text:str,              # a document
+                  size:int=PIECE_CHARS,  # most characters per piece, where the text has a boundary in time
+                 ) -> list[int]:         # increasing positions 0 < p < len(text)
+    "Where to cut `text` into pieces of about `size` characters, each cut a sure word boundary of the byte-level pre-tokenizer."
+    cuts, s, n = [], 0, len(text)
+    while n - s > size:
+        hi, p = s + size, None
+        for back in (64, 1024, size // 2):                  # the last boundary before hi: look back a little, then further
+            ps = [m.start() for m in _CUT.finditer(text, max(hi - back, s + 1), hi) if m.start() < hi]
+            if ps: p = ps[-1]; break
+        if p is None:                                       # none in the second half of the piece: the first one after it
+            m = _CUT.search(text, hi)
+            if m is None or m.start() >= n: break
+            p = m.start()
+        cuts.append(p); s = p
+    return cuts
+
+def split_document(text:str, size:int=PIECE_CHARS) -> list[str]:
+    "`text` cut at `pretoken_cuts`: pieces whose ids, end to end, are the ids of `text`."
+    b = [0, *pretoken_cuts(text, size), len(text)]
+    return [text[i:j] for i, j in zip(b[:-1], b[1:])]
+
+def _cuttable(tok:TextTokenizer) -> bool:
+    "Whether `pretoken_cuts` holds for `tok`: no normalizer, the byte-level pre-tokenizer with its pattern and no prefix space, only special added tokens."
+    b = tok.backend
+    pre = b.pre_tokenizer
+    return (b.normalizer is None and isinstance(pre, pre_tokenizers.ByteLevel) and pre.use_regex and not pre.add_prefix_space
+            and all(t.special for t in b.get_added_tokens_decoder().values()))
+
+def encode_documents(tok:TextTokenizer,            # the tokenizer
+                     texts:Sequence[str],          # documents
+                     dtype=None,                   # of the ids; None: `token_dtype(tok.vocab_size)`
+                     eos:bool=True,                # end each document with `eos_id`
+                     piece_chars:int=PIECE_CHARS,  # cut longer documents into pieces (when the tokenizer allows it)
+                     batch_chars:int=2**20,        # characters per `encode_batch` call
+                    ) -> list[np.ndarray]:         # each document's ids
+    "The ids of each document, long ones encoded in pieces cut at word boundaries: the ids of the whole document, in bounded memory."
+    dt = token_dtype(tok.vocab_size, dtype)
+    cut = _cuttable(tok)
+    parts, batch, owner, chars = [[] for _ in texts], [], [], 0
+    def flush():
+        for i, ids in zip(owner, tok.encode_batch(batch)): parts[i].append(np.asarray(ids, dtype=dt))
+        batch.clear(); owner.clear()
+    for i, t in enumerate(texts):
+        b = [0, *(pretoken_cuts(t, piece_chars) if cut else []), len(t)]
+        for j, k in zip(b[:-1], b[1:]):
+            batch.append(t[j:k]); owner.append(i); chars += k - j
+            if chars >= batch_chars: flush(); chars = 0
+    flush()
+    tail = [np.array([tok.eos_id], dtype=dt)] if eos else []
+    return [np.concatenate(p + tail) if p + tail else np.zeros(0, dtype=dt) for p in parts]
 
 # %% ../nbs/02_data.ipynb #c46cfcfc
 def _umask() -> int:
@@ -249,45 +308,77 @@ def _write_json(path:Path, obj):
         os.replace(tmp, path)
     finally: tmp.unlink(missing_ok=True)
 
+def _mb(n:int) -> str: return f"{n / 1e6:.1f} MB"
+
+class NoSpaceError(OSError):
+    "The disk filled up (or a quota ran out) while writing: the message says what, where, how much it needs (when known) and how much is free."
+    def __init__(self, what:str, where, need:int|None=None, free:int|None=None):   # free: measured now, unless given
+        self.what, self.where, self.need = what, Path(where), need
+        d = self.where
+        while not d.exists() and d != d.parent: d = d.parent
+        self.free = shutil.disk_usage(d).free if free is None else free
+        super().__init__(errno.ENOSPC, f"no space left on device writing {what} in {where}: " + (f"needs {_mb(need)}, " if need else '')
+                         + f"{_mb(self.free)} free; free some space, or write to another disk")
+    def __str__(self): return self.strerror
+
+def _disk_full(e:BaseException|None) -> bool:
+    "Whether `e`, or an exception it was raised from, is 'no space left on device' (ENOSPC) or 'disk quota exceeded' (EDQUOT)."
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT): return True
+        seen.add(id(e)); e = e.__cause__ or e.__context__
+    return False
+
+def _check_room(what:str, where, need:int):
+    "Refuse to start writing `need` bytes of `what` in `where` when its disk has less room than that."
+    if shutil.disk_usage(where).free < need: raise NoSpaceError(what, where, need)
+
+@contextmanager
+def _room_for(what:str, where, need:int|None=None):
+    "Check there is room for `need` bytes, then turn a full disk inside the block (however deeply wrapped) into one `NoSpaceError`."
+    if need: _check_room(what, where, need)
+    try: yield
+    except NoSpaceError: raise
+    except Exception as e:
+        if _disk_full(e): raise NoSpaceError(what, where, need) from None
+        raise
+
 def write_token_shards(out_dir,                    # directory to write train.bin and val.bin into (must exist)
                        tokenized:datasets.Dataset, # `ids` per document, as `tokenize_documents` returns
                        is_val:np.ndarray,          # (n_docs,) bool, as `split_documents` returns
                        progress:bool=True,         # show a progress bar
                        batch_size:int=1024,        # documents per Arrow batch
-                      ) -> dict:                   # per split: file, tokens, documents
-    "Write each split's ids end to end as a flat array (`train.bin`, `val.bin`), through temporary files renamed into place."
+                      ) -> dict:                   # per split: file, tokens, documents, sha256 (of the file's bytes)
+    "Write each split's ids end to end (`train.bin`, then `val.bin`) with buffered writes after checking for room, hashing them, through temporary files renamed into place."
     out_dir = Path(out_dir)
     n_docs = len(tokenized)
     if len(is_val) != n_docs: raise ValueError(f"is_val has {len(is_val)} entries for {n_docs} documents")
     dt = np.dtype(tokenized.features['ids'].feature.dtype)
     lengths = pc.list_value_length(tokenized.data.column('ids')).to_numpy(zero_copy_only=False).astype(np.int64)
     splits = {'train': ~np.asarray(is_val, bool), 'val': np.asarray(is_val, bool)}
-    info, tmps, arrays, pos = {}, {}, {}, {}
+    info = {name: {'file': f'{name}.bin', 'tokens': int(lengths[keep].sum()), 'documents': int(keep.sum())} for name, keep in splits.items()}
+    need = sum(s['tokens'] for s in info.values()) * dt.itemsize
+    tmps = {}
+    bar = tqdm(total=need, unit='B', unit_scale=True, desc='writing shards', disable=not progress)
     try:
-        for name, keep in splits.items():
-            n = int(lengths[keep].sum())
-            info[name] = {'file': f'{name}.bin', 'tokens': n, 'documents': int(keep.sum())}
-            tmps[name] = _tmp_path(out_dir/f'{name}.bin')
-            arrays[name] = np.memmap(tmps[name], dtype=dt, mode='w+', shape=(n,)) if n else None
-            pos[name] = 0
-        bar = tqdm(total=n_docs, unit='doc', desc='writing shards', disable=not progress)
-        for start in range(0, n_docs, batch_size):
-            ids = tokenized.data.slice(start, batch_size).column('ids').combine_chunks()   # ListArray of this batch
+        with _room_for('the token shards', out_dir, need):
             for name, keep in splits.items():
-                k = keep[start:start + batch_size]
-                if not k.any(): continue
-                flat = ids.filter(pa.array(k)).flatten().to_numpy(zero_copy_only=False)
-                arrays[name][pos[name]:pos[name] + len(flat)] = flat
-                pos[name] += len(flat)
-            bar.update(min(batch_size, n_docs - start))
-        bar.close()
-        for name, a in arrays.items():
-            if pos[name] != info[name]['tokens']: raise RuntimeError(f"internal error: wrote {pos[name]} of {info[name]['tokens']} {name} tokens")
-            if a is not None: a.flush()
-        arrays.clear()                                                   # close the memmaps before renaming
+                tmps[name], h = _tmp_path(out_dir/f'{name}.bin'), hashlib.sha256()
+                with open(tmps[name], 'wb') as f:
+                    for start in range(0, n_docs, batch_size):
+                        k = keep[start:start + batch_size]
+                        if not k.any(): continue
+                        ids = tokenized.data.slice(start, batch_size).column('ids').combine_chunks()   # ListArray of this batch
+                        flat = (ids if k.all() else ids.filter(pa.array(k))).flatten().to_numpy(zero_copy_only=False)
+                        buf = memoryview(np.ascontiguousarray(flat)).cast('B')
+                        f.write(buf); h.update(buf); bar.update(len(buf))
+                    f.flush(); os.fsync(f.fileno())
+                info[name]['sha256'] = h.hexdigest()
+                if tmps[name].stat().st_size != info[name]['tokens'] * dt.itemsize:
+                    raise RuntimeError(f"internal error: wrote {tmps[name].stat().st_size} bytes of {name}, not {info[name]['tokens']} tokens")
         for name in splits: os.replace(tmps[name], out_dir/f'{name}.bin')
     finally:
-        arrays.clear()
+        bar.close()
         for t in tmps.values(): t.unlink(missing_ok=True)
     return info
 
@@ -559,10 +650,105 @@ class PackedDataset(Dataset):
             pos += n
         return out
 
-# %% ../nbs/02_data.ipynb #1849d585
+# %% ../nbs/02_data.ipynb #82208c7c
 DATA_FORMAT, DATA_VERSION = 'astrai_nb.data', 1
 TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json')
 DATA_FILES = ('train.bin', 'val.bin', 'train.jsonl', 'val.jsonl')   # every data file any kind writes
+OUT_FILES = ('meta.json', *TOKENIZER_FILES, *DATA_FILES)            # everything a data directory may hold
+
+def _is_prepared(d:Path) -> bool:
+    "Whether `d` holds a meta.json written by astrai_nb_prepare (whatever else is right or wrong: `check_prepared` tells)."
+    try: return json.loads((d/'meta.json').read_text(encoding='utf-8')).get('format') == DATA_FORMAT
+    except (OSError, ValueError, AttributeError): return False
+
+def _listing(names:Sequence[str], k:int=5) -> str:
+    return ', '.join(names[:k]) + (f" and {len(names) - k} more" if len(names) > k else '')
+
+def _check_out(out,                # the data directory to write
+               inputs:Sequence=(), # the input files
+              ) -> Path:           # `out`, resolved
+    "Refuse an `out` that is a file, holds one of the inputs, or holds anything but an earlier preparation."
+    given, out = Path(out), Path(out).resolve()
+    if out.exists() and not out.is_dir(): raise NotADirectoryError(f"--out {given} is a file; give a directory to write the data into")
+    for f in inputs:
+        if out in Path(f).resolve().parents:
+            raise ValueError(f"input {f} is inside --out {given}, which astrai_nb_prepare replaces whole: that would delete its own input; "
+                             f"write the data somewhere else, e.g. --out {given}_prepared")
+    names = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if names and not _is_prepared(out):
+        raise ValueError(f"--out {given} is not empty ({_listing(names)}) and holds no data prepared by astrai_nb_prepare (no meta.json of its own); "
+                         "astrai_nb_prepare replaces --out whole, so it will not delete these: choose another --out, or empty this one first")
+    foreign = [n for n in names if n not in OUT_FILES and not n.startswith('.prepare-')]   # .prepare-*: an older version's staging folders
+    if foreign:
+        raise ValueError(f"--out {given} holds {_listing(foreign)}, which astrai_nb_prepare did not write; it replaces --out whole, "
+                         "so move them out first, or choose another --out")
+    return out
+
+# %% ../nbs/02_data.ipynb #0a5014fa
+_HOST = re.sub(r'[^A-Za-z0-9]', '', socket.gethostname())[:40] or 'host'
+
+def _staging_prefix(out:Path) -> str: return f'.{out.name}.prepare-{_HOST}-{os.getpid()}-'
+
+@functools.cache
+def _renameat2():
+    "libc's `renameat2`, or None where there is none (not Linux, an old C library)."
+    if not sys.platform.startswith('linux'): return None
+    try: fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError): return None
+    fn.argtypes, fn.restype = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint), ctypes.c_int
+    return fn
+
+def _exchange(a:Path, b:Path) -> bool:
+    "Swap the entries at `a` and `b` in one atomic step (Linux `renameat2(RENAME_EXCHANGE)`); False where the system or filesystem cannot."
+    fn = _renameat2()
+    if fn is None: return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0: return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP): return False     # a kernel or filesystem without it
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+def _swap_in(new:Path,              # a complete directory, beside `out`
+             out:Path,              # where it goes
+             exchange:bool=True,    # use the atomic exchange where there is one
+            ) -> Path|None:         # where the old `out` went (to delete), or None when there was none
+    "Put the directory `new` at `out` in one step: a rename, an atomic exchange, or (without one) the old aside and then a rename."
+    if not out.exists():
+        os.rename(new, out); return None
+    if exchange and _exchange(new, out): return new                           # the old directory is now at `new`'s name
+    aside = new.with_name(new.name.replace('.prepare-', '.old-', 1))
+    os.rename(out, aside)                                                      # killed here: the next run puts `aside` back
+    try: os.rename(new, out)
+    except BaseException: os.rename(aside, out); raise
+    return aside
+
+def _temp_dirs(out:Path) -> Iterator[tuple[Path, str, str, int]]:
+    "The folders that runs preparing `out` made beside it: (path, 'prepare' or 'old', host, pid)."
+    pat = re.compile(rf'\.{re.escape(out.name)}\.(prepare|old)-([A-Za-z0-9]+)-(\d+)-\w+')
+    if not out.parent.is_dir(): return
+    for p in sorted(out.parent.iterdir()):
+        m = pat.fullmatch(p.name)
+        if m and p.is_dir(): yield p, m[1], m[2], int(m[3])
+
+def _owner_gone(host:str, pid:int) -> bool:
+    "Whether the run that made a folder is gone: it ran on this host and no process has its id now."
+    if host != _HOST or pid <= 0: return False                                 # another host's: we cannot tell
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return True
+    except OSError: return False                                               # alive, another user's
+    return False
+
+def _clean_stale(out:Path):
+    "Remove the folders that killed runs left beside `out`; put back a preparation that a killed two-rename swap left aside."
+    for p, kind, host, pid in _temp_dirs(out):
+        if not _owner_gone(host, pid): continue
+        if kind == 'old' and not out.exists() and _is_prepared(p):
+            os.rename(p, out)
+            warnings.warn(f"{out} was missing: a run killed while replacing it had left it aside as {p.name}; it is back in place")
+        else: shutil.rmtree(p, ignore_errors=True)
+
+# %% ../nbs/02_data.ipynb #1849d585
+MAX_VOCAB = 2**20   # the most ids prepare trains a tokenizer with
 
 def _post_texts(rows:Sequence[Mapping], kind:str) -> Iterator[str]:
     "Every string of post-training rows, to train a tokenizer on."
@@ -577,29 +763,44 @@ def _post_lengths(rows:Sequence[Mapping], kind:str, tok:TextTokenizer) -> np.nda
                                            for s in ('chosen', 'rejected')) for r in rows])
     return np.array([len(tok.encode_chat([{'role': 'user', 'content': r['prompt']}], add_generation_prompt=True)[0]) for r in rows])
 
-def _commit(staging:Path, out:Path, names:Sequence[str]):
-    "Move the staged files into `out`: drop the old meta.json first, then data and tokenizer files, meta.json last."
-    (out/'meta.json').unlink(missing_ok=True)                    # from here on, `out` reads as not prepared
-    for stale in DATA_FILES:
-        if stale not in names: (out/stale).unlink(missing_ok=True)
-    for n in [*names, 'meta.json']: os.chmod(staging/n, 0o666 & ~_umask())   # `tasks.write_jsonl` writes private (0600) files
-    for n in names: os.replace(staging/n, out/n)
-    os.replace(staging/'meta.json', out/'meta.json')
-
 def _check_args(kind, val_fraction, vocab_size, tokenizer, num_proc):
     if kind not in KINDS: raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if not isinstance(val_fraction, (int, float)) or isinstance(val_fraction, bool) or not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}; e.g. 0.01 holds out 1% of the documents")
     if vocab_size is not None and tokenizer is not None:
         raise ValueError("give a vocab_size to train a tokenizer, or a tokenizer to use, not both (its vocab_size is its own)")
-    if vocab_size is not None: _positive_int('vocab_size', vocab_size)
+    if vocab_size is not None:
+        _positive_int('vocab_size', vocab_size)
+        smallest = 256 + len(SPECIAL_TOKENS)
+        if vocab_size < smallest:
+            raise ValueError(f"vocab_size={vocab_size} is too small: the 256 bytes and {len(SPECIAL_TOKENS)} special tokens alone take {smallest} ids; "
+                             f"use vocab_size >= {smallest} (a few thousand is typical)")
+        if vocab_size > MAX_VOCAB:
+            raise ValueError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB} (2**20) ids. The tokenizer trainer sets aside about 70 bytes "
+                             f"per id before it reads any text ({70 * vocab_size / 1e9:.1f} GB here), and real vocabularies have 32k to 256k ids; "
+                             "use e.g. vocab_size=32000")
     if num_proc is not None: _positive_int('num_proc', num_proc)
 
-def prepare_data(out,                          # the data directory to write (created if missing)
-                 input:Sequence|None=None,     # input files; None with kind 'pretrain': the built-in corpus
+def _mkdirs(d:Path) -> list[Path]:
+    "Create `d` and its missing parents; the ones created, deepest first (to remove again on failure)."
+    made = []
+    while not d.exists(): made.append(d); d = d.parent
+    for m in reversed(made): m.mkdir(exist_ok=True)
+    return made
+
+def _fsync_dir(d:Path):
+    "Make the renames in `d` durable (POSIX; a no-op where directories cannot be opened)."
+    try: fd = os.open(d, os.O_RDONLY)
+    except OSError: return
+    try: os.fsync(fd)
+    except OSError: pass
+    finally: os.close(fd)
+
+def prepare_data(out,                          # the data directory to write: created, or replaced whole if it holds an earlier preparation
+                 input:Sequence|None=None,     # input files (never inside `out`); None with kind 'pretrain': the built-in corpus
                  kind:str='pretrain',          # 'pretrain' (token shards), or 'sft', 'dpo', 'grpo' (checked JSONL)
                  tokenizer=None,               # a tokenizer.json (or a directory holding one) to use instead of training one
-                 vocab_size:int|None=None,     # ids of the tokenizer to train; None: 4096
+                 vocab_size:int|None=None,     # ids of the tokenizer to train, 263 to 2**20; None: 4096
                  val_fraction:float=0.01,      # expected fraction of documents (rows) held out; at least one
                  seed:int=0,                   # seed of the split
                  num_proc:int|None=None,       # `datasets` processes for tokenizing; None: one (the encoder uses every core)
@@ -607,40 +808,49 @@ def prepare_data(out,                          # the data directory to write (cr
                  text_key:str='text',          # the JSONL field / parquet column holding the text (pretrain)
                  progress:bool=True,           # show progress bars
                 ) -> tuple[dict, dict]:        # the meta.json written, and the seconds each step took
-    "Read the input, train or load a tokenizer, and write a data directory atomically: tokenizer, train/val data, meta.json."
+    "Read the input, train or load a tokenizer, build the data directory beside `out` and swap it in whole: tokenizer, train/val data, meta.json."
     _check_args(kind, val_fraction, vocab_size, tokenizer, num_proc)
-    out = Path(out)
-    if out.exists() and not out.is_dir(): raise NotADirectoryError(f"--out {out} is a file; give a directory to write the data into")
     if input is not None and isinstance(input, (str, os.PathLike)): input = [input]
     if kind != 'pretrain' and not input:
         raise ValueError(f"kind {kind!r} needs input JSONL files (e.g. sft.jsonl from tasks.write_task_data); the built-in corpus is for pretraining")
     if tokenizer is not None and not Path(tokenizer).exists(): raise FileNotFoundError(f"tokenizer {tokenizer} does not exist")
-    if input: 
-        for f in input: _check_exists(Path(f))
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix='.prepare-', dir=out))
+    for f in input or (): _check_exists(Path(f))
+    given, out = Path(out), _check_out(out, input or ())
+    _clean_stale(out)
+    made = _mkdirs(out.parent)
+    free = shutil.disk_usage(out.parent).free                     # what a disk-full message reports: the room the user has
+    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(out), dir=out.parent))
     try:
         run = _prepare_pretrain if kind == 'pretrain' else _prepare_post
-        meta, names, seconds = run(staging, input, kind, tokenizer, vocab_size or 4096, val_fraction, seed, num_proc, dtype, text_key, progress)
+        meta, seconds = run(staging, input, kind, tokenizer, vocab_size or 4096, val_fraction, seed, num_proc, dtype, text_key, progress)
         _write_json(staging/'meta.json', meta)
-        _commit(staging, out, names)
-    except BaseException:
+        shutil.rmtree(staging/'.cache', ignore_errors=True)
+        os.chmod(staging, 0o777 & ~_umask())                       # mkdtemp makes it private (0700); a data directory is an ordinary one
+        old = _swap_in(staging, out)
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
-        if created: shutil.rmtree(out, ignore_errors=True)
+        for d in made:                                               # parent folders it had to create, if still empty
+            try: d.rmdir()
+            except OSError: pass
+        if _disk_full(e): raise NoSpaceError(getattr(e, 'what', 'the data'), given, getattr(e, 'need', None), free) from None
         raise
-    shutil.rmtree(staging, ignore_errors=True)
+    if old is not None: shutil.rmtree(old, ignore_errors=True)
+    _fsync_dir(out.parent)
     return meta, seconds
 
-def _meta_head(kind:str, tok:TextTokenizer) -> dict:
-    return {'format': DATA_FORMAT, 'version': DATA_VERSION, 'kind': kind, 'tokenizer_hash': tok.hash, 'vocab_size': tok.vocab_size,
-            'bos_id': tok.bos_id, 'eos_id': tok.eos_id, 'pad_id': tok.pad_id}
+def data_hash(splits:Mapping) -> str:
+    "The identity of a directory's data: the SHA-256 of its files' SHA-256s, train then val (so the split point counts, not only the bytes)."
+    return hashlib.sha256(''.join(splits[n]['sha256'] for n in ('train', 'val')).encode()).hexdigest()
+
+def _meta_head(kind:str, tok:TextTokenizer, splits:Mapping) -> dict:
+    return {'format': DATA_FORMAT, 'version': DATA_VERSION, 'kind': kind, 'tokenizer_hash': tok.hash, 'data_hash': data_hash(splits),
+            'vocab_size': tok.vocab_size, 'bos_id': tok.bos_id, 'eos_id': tok.eos_id, 'pad_id': tok.pad_id}
 
 def _get_tokenizer(tokenizer, texts, vocab_size, progress) -> TextTokenizer:
     return TextTokenizer.load(tokenizer) if tokenizer is not None else train_tokenizer(texts, vocab_size=vocab_size, show_progress=progress)
 
 def _prepare_pretrain(staging, input, kind, tokenizer, vocab_size, val_fraction, seed, num_proc, dtype, text_key, progress):
-    "Pretraining: documents -> tokenizer -> train.bin/val.bin in `staging`; returns meta, the names to move in, seconds."
+    "Pretraining: documents -> tokenizer -> train.bin/val.bin in `staging`; returns the meta and the seconds of each step."
     t0 = time.perf_counter()
     builtin = not input
     skipped = []
@@ -648,65 +858,109 @@ def _prepare_pretrain(staging, input, kind, tokenizer, vocab_size, val_fraction,
     if tokenizer is not None:                                           # check the dtype fits before reading anything
         tok = TextTokenizer.load(tokenizer); token_dtype(tok.vocab_size, dtype)
     else: token_dtype(vocab_size, dtype)
-    docs = load_documents(files, text_key=text_key, cache_dir=staging/'.cache', progress=progress)
+    copy = sum(f.stat().st_size for f in files if input_format(f) != 'json')   # datasets keeps an Arrow copy of text and parquet input
+    with _room_for("datasets' copy of the input", staging, copy):
+        docs = load_documents(files, text_key=text_key, cache_dir=staging/'.cache', progress=progress)
     is_val = split_documents(len(docs), val_fraction, seed)
     t1 = time.perf_counter()
-    if tokenizer is None:
-        tok = _get_tokenizer(None, (t for b in docs.iter(batch_size=256) for t in b['text']), vocab_size, progress)
+    if tokenizer is None:                                               # trained on the documents cut at word boundaries: the same counts
+        texts = (p for b in docs.iter(batch_size=256) for t in b['text'] for p in split_document(t))
+        tok = _get_tokenizer(None, texts, vocab_size, progress)
     t2 = time.perf_counter()
-    tokenized = tokenize_documents(docs, tok, dtype=dtype, num_proc=num_proc, progress=progress)
+    with _room_for("datasets' cache of the token ids", staging):
+        tokenized = tokenize_documents(docs, tok, dtype=dtype, num_proc=num_proc, progress=progress)
     t3 = time.perf_counter()
     splits = write_token_shards(staging, tokenized, is_val, progress=progress)
     tok.save(staging)
     t4 = time.perf_counter()
     n_bytes = int(np.asarray(tokenized['bytes'], dtype=np.int64).sum())
-    meta = {**_meta_head(kind, tok), 'dtype': token_dtype(tok.vocab_size, dtype).name, 'splits': splits,
+    meta = {**_meta_head(kind, tok, splits), 'dtype': token_dtype(tok.vocab_size, dtype).name, 'splits': splits,
             'tokens': splits['train']['tokens'] + splits['val']['tokens'], 'documents': len(docs), 'text_bytes': n_bytes,
             'corpus': 'builtin' if builtin else 'files', 'python': sys.version.split()[0] if builtin else None,
             'sources': [{'path': str(f.resolve()), 'bytes': f.stat().st_size} for f in files],
             'skipped': [str(f) for f in skipped], 'val_fraction': val_fraction, 'seed': seed, 'text_key': text_key}
-    seconds = {'read': t1 - t0, 'tokenizer': t2 - t1, 'tokenize': t3 - t2, 'write': t4 - t3}
-    return meta, ['train.bin', 'val.bin', *TOKENIZER_FILES], seconds
+    return meta, {'read': t1 - t0, 'tokenizer': t2 - t1, 'tokenize': t3 - t2, 'write': t4 - t3}
+
+def _write_rows(path:Path, rows:Iterable[Mapping]) -> str:
+    "Write `rows` as UTF-8 JSON lines (as `tasks.write_jsonl` does); the SHA-256 of the bytes written."
+    h = hashlib.sha256()
+    with open(path, 'wb') as f:
+        for r in rows:
+            line = (json.dumps(r, ensure_ascii=False) + '\n').encode('utf-8')
+            f.write(line); h.update(line)
+        f.flush(); os.fsync(f.fileno())
+    return h.hexdigest()
 
 def _prepare_post(staging, input, kind, tokenizer, vocab_size, val_fraction, seed, num_proc, dtype, text_key, progress):
-    "Post-training: checked JSONL rows -> tokenizer -> train.jsonl/val.jsonl in `staging`; returns meta, the names to move in, seconds."
+    "Post-training: checked JSONL rows -> tokenizer -> train.jsonl/val.jsonl in `staging`; returns the meta and the seconds of each step."
     t0 = time.perf_counter()
     files = [Path(f) for f in input]
     rows = [r for f in files for r in read_post_rows(f, kind)]
     is_val = split_documents(len(rows), val_fraction, seed)
     t1 = time.perf_counter()
-    tok = _get_tokenizer(tokenizer, _post_texts(rows, kind), vocab_size, progress)
+    tok = _get_tokenizer(tokenizer, (p for t in _post_texts(rows, kind) for p in split_document(t)), vocab_size, progress)
     t2 = time.perf_counter()
     lengths = _post_lengths(rows, kind, tok)
     t3 = time.perf_counter()
     splits = {}
-    for name, keep in (('train', ~is_val), ('val', is_val)):
-        write_jsonl(staging/f'{name}.jsonl', [r for r, k in zip(rows, keep) if k])
-        splits[name] = {'file': f'{name}.jsonl', 'examples': int(keep.sum()), 'tokens': int(lengths[keep].sum()), 'max_tokens': int(lengths[keep].max())}
+    with _room_for('the JSONL splits', staging):
+        for name, keep in (('train', ~is_val), ('val', is_val)):
+            sha = _write_rows(staging/f'{name}.jsonl', (r for r, k in zip(rows, keep) if k))
+            splits[name] = {'file': f'{name}.jsonl', 'sha256': sha, 'examples': int(keep.sum()), 'tokens': int(lengths[keep].sum()), 'max_tokens': int(lengths[keep].max())}
     tok.save(staging)
-    meta = {**_meta_head(kind, tok), 'splits': splits, 'corpus': 'files', 'python': None,
+    meta = {**_meta_head(kind, tok, splits), 'splits': splits, 'corpus': 'files', 'python': None,
             'sources': [{'path': str(f.resolve()), 'bytes': f.stat().st_size} for f in files], 'skipped': [],
             'val_fraction': val_fraction, 'seed': seed}
-    seconds = {'read': t1 - t0, 'tokenizer': t2 - t1, 'tokenize': t3 - t2, 'write': time.perf_counter() - t3}
-    return meta, ['train.jsonl', 'val.jsonl', *TOKENIZER_FILES], seconds
+    return meta, {'read': t1 - t0, 'tokenizer': t2 - t1, 'tokenize': t3 - t2, 'write': time.perf_counter() - t3}
 
 # %% ../nbs/02_data.ipynb #802da4de
 def _not_prepared(root:Path, why:str) -> FileNotFoundError:
     return FileNotFoundError(f"{root} is not a prepared data directory: {why}. Prepare it first: "
                              f"`astrai_nb_prepare --out {root}` (the built-in corpus), or `astrai_nb_prepare --out {root} --input FILES`")
 
+def _is_sha256(h) -> bool: return isinstance(h, str) and re.fullmatch('[0-9a-f]{64}', h) is not None
+
+_META_TYPES = {'kind': str, 'tokenizer_hash': str, 'vocab_size': int, 'bos_id': int, 'eos_id': int, 'pad_id': int, 'splits': dict}
+
+def _meta_problem(meta:dict) -> str|None:
+    "What is wrong with the fields of a data meta.json that the loaders read, or None."
+    is_int = lambda v: isinstance(v, int) and not isinstance(v, bool)
+    for k, t in _META_TYPES.items():
+        if k not in meta: return f"the key {k!r} is missing"
+        if not (is_int(meta[k]) if t is int else isinstance(meta[k], t)):
+            return f"{k!r} must be {dict([(int, 'an integer'), (str, 'a string'), (dict, 'an object')])[t]}, got {json.dumps(meta[k])[:40]}"
+    if meta['kind'] not in KINDS: return f"'kind' must be one of {KINDS}, got {meta['kind']!r}"
+    if meta['kind'] == 'pretrain':
+        if 'dtype' not in meta: return "the key 'dtype' is missing"
+        if meta['dtype'] not in SHARD_DTYPES: return f"'dtype' must be one of {SHARD_DTYPES}, got {meta['dtype']!r}"
+    for name in ('train', 'val'):
+        s, want = meta['splits'].get(name), f"{name}.{'bin' if meta['kind'] == 'pretrain' else 'jsonl'}"
+        if not isinstance(s, dict): return f"the key 'splits'.{name!r} is missing" if s is None else f"'splits'.{name!r} must be an object"
+        if s.get('file') != want: return f"'splits'.{name!r}.'file' must be {want!r}, got {s.get('file')!r}"
+        if not is_int(s.get('tokens')) or s['tokens'] < 0: return f"'splits'.{name!r}.'tokens' must be a count of tokens, got {s.get('tokens')!r}"
+        if s.get('sha256') is not None and not _is_sha256(s['sha256']): return f"'splits'.{name!r}.'sha256' must be a SHA-256 hex string, got {s['sha256']!r}"
+    h = meta.get('data_hash')
+    if h is not None and not _is_sha256(h): return f"'data_hash' must be a SHA-256 hex string, got {h!r}"
+    return None
+
 def check_prepared(data_root_path,         # a directory written by `prepare_data` / astrai_nb_prepare
                    kind:str|None=None,     # the kind the caller needs; None: any
                   ) -> tuple[dict, TextTokenizer]:
-    "The meta and tokenizer of a prepared data directory, after checking it is complete and consistent."
+    "The meta (`data_hash` None for directories prepared before it existed) and tokenizer of a prepared data directory, after checking it is complete and consistent."
     root = Path(data_root_path)
     if not root.is_dir(): raise _not_prepared(root, 'the directory does not exist')
     if not (root/'meta.json').is_file(): raise _not_prepared(root, 'meta.json is missing')
     try: meta = json.loads((root/'meta.json').read_text(encoding='utf-8'))
     except (ValueError, UnicodeDecodeError) as e: raise ValueError(f"{root}/meta.json is not valid JSON ({e}); prepare the directory again") from None
-    if meta.get('format') != DATA_FORMAT: raise ValueError(f"{root}/meta.json was not written by astrai_nb_prepare (format {meta.get('format')!r})")
-    if meta.get('version', 0) > DATA_VERSION:
+    if not isinstance(meta, dict) or meta.get('format') != DATA_FORMAT:
+        raise ValueError(f"{root}/meta.json was not written by astrai_nb_prepare (format {meta.get('format') if isinstance(meta, dict) else meta!r:.40})")
+    if not isinstance(meta.get('version'), int) or isinstance(meta['version'], bool):
+        raise ValueError(f"{root}/meta.json is malformed: 'version' must be an integer, got {meta.get('version')!r}; prepare the directory again")
+    if meta['version'] > DATA_VERSION:
         raise ValueError(f"{root} was written by a newer astrai_nb (data version {meta['version']} > {DATA_VERSION}); upgrade astrai_nb or prepare it again")
+    problem = _meta_problem(meta)
+    if problem: raise ValueError(f"{root}/meta.json is malformed: {problem}; it was damaged or edited by hand: prepare the directory again")
+    meta.setdefault('data_hash', None)
     if kind is not None and meta['kind'] != kind:
         raise ValueError(f"{root} holds {meta['kind']} data, but {kind} data is needed; prepare it with `astrai_nb_prepare --kind {kind} --out DIR --input FILES`")
     if not (root/'tokenizer.json').is_file(): raise _not_prepared(root, 'tokenizer.json is missing')
