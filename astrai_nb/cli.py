@@ -46,7 +46,8 @@ def prepare_summary(out, meta:dict, seconds:dict, tokenizer=None) -> str:
     lines = [f"astrai_nb_prepare: wrote {out} ({meta['kind']})",
              f"  corpus     {corpus}, {len(meta['sources'])} file{'s' * (len(meta['sources']) != 1)}, {_mb(src_bytes)}"
              + (f"; {len(meta['skipped'])} skipped (not UTF-8)" if meta['skipped'] else ''),
-             f"  tokenizer  {'from ' + str(tokenizer) if tokenizer else 'trained'}: {meta['vocab_size']} ids, hash {meta['tokenizer_hash'][:12]}"]
+             f"  tokenizer  {'from ' + str(tokenizer) if tokenizer else 'trained'}: {meta['vocab_size']} ids, hash {meta['tokenizer_hash'][:12]}",
+             f"  data hash  {meta['data_hash'][:12]} (train {meta['splits']['train']['sha256'][:12]}, val {meta['splits']['val']['sha256'][:12]})"]
     tr, va = meta['splits']['train'], meta['splits']['val']
     if meta['kind'] == 'pretrain':
         bpt = meta['text_bytes'] / max(meta['tokens'] - meta['documents'], 1)
@@ -62,11 +63,11 @@ def prepare_summary(out, meta:dict, seconds:dict, tokenizer=None) -> str:
     return '\n'.join(lines)
 
 def prepare(
-    out:str=None,                 # the data directory to write (created if missing; an existing one is replaced atomically)
+    out:str=None,                 # the data directory to write: created, or replaced whole and atomically if it holds an earlier preparation; never one that holds the input
     input:Param("text, JSONL or parquet files: a text file is one document, a JSONL line or parquet row is one", str, nargs='+')=None,
     builtin:bool=False,           # prepare the built-in corpus, this Python's standard library (the default when no --input is given)
     kind:Param("pretrain: token shards; sft, dpo, grpo: checked JSONL rows", str, choices=KINDS)='pretrain',
-    vocab_size:int=None,          # train a tokenizer with this many ids (default 4096)
+    vocab_size:int=None,          # train a tokenizer with this many ids, 263 to 1048576 (default 4096)
     tokenizer:str=None,           # use this tokenizer.json (or a prepared directory) instead of training one
     val_fraction:float=0.01,      # expected fraction of documents (rows) held out for validation; at least one
     seed:int=0,                   # seed of the train/validation split

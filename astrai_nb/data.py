@@ -251,10 +251,10 @@ def pretoken_cuts(text:str,              # a document
         cuts.append(p); s = p
     return cuts
 
-def split_document(text:str, size:int=PIECE_CHARS) -> list[str]:
-    "`text` cut at `pretoken_cuts`: pieces whose ids, end to end, are the ids of `text`."
+def split_document(text:str, size:int=PIECE_CHARS) -> Iterator[str]:
+    "The pieces of `text` cut at `pretoken_cuts`, one at a time: their ids, end to end, are the ids of `text`."
     b = [0, *pretoken_cuts(text, size), len(text)]
-    return [text[i:j] for i, j in zip(b[:-1], b[1:])]
+    for i, j in zip(b[:-1], b[1:]): yield text[i:j]
 
 def _cuttable(tok:TextTokenizer) -> bool:
     "Whether `pretoken_cuts` holds for `tok`: no normalizer, the byte-level pre-tokenizer with its pattern and no prefix space, only special added tokens."
