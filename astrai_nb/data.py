@@ -778,7 +778,7 @@ def _check_args(kind, val_fraction, vocab_size, tokenizer, num_proc):
         if vocab_size > MAX_VOCAB:
             raise ValueError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB} (2**20) ids. The tokenizer trainer sets aside about 70 bytes "
                              f"per id before it reads any text ({70 * vocab_size / 1e9:.1f} GB here), and real vocabularies have 32k to 256k ids; "
-                             "use e.g. vocab_size=32000")
+                             "use e.g. 32000")
     if num_proc is not None: _positive_int('num_proc', num_proc)
 
 def _mkdirs(d:Path) -> list[Path]:
