@@ -19,13 +19,13 @@ import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 from tqdm import tqdm
-from .tokenizer import TextTokenizer, train_tokenizer, SPECIAL_TOKENS
+from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 from .tasks import read_jsonl, write_jsonl
 from .losses import IGNORE_INDEX
 
 # %% auto #0
 __all__ = ['STDLIB_EXCLUDE', 'SHARD_DTYPES', 'PIECE_CHARS', 'POST_KINDS', 'KINDS', 'PAD_VALUES', 'DATA_FORMAT', 'DATA_VERSION',
-           'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES', 'MAX_VOCAB', 'builtin_corpus_root', 'read_text_file',
+           'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES', 'builtin_corpus_root', 'read_text_file',
            'builtin_corpus_files', 'builtin_documents', 'input_format', 'check_input_file', 'load_documents',
            'token_dtype', 'split_documents', 'tokenize_documents', 'pretoken_cuts', 'split_document',
            'encode_documents', 'NoSpaceError', 'write_token_shards', 'PretrainDataset', 'read_post_rows',
@@ -748,8 +748,6 @@ def _clean_stale(out:Path):
         else: shutil.rmtree(p, ignore_errors=True)
 
 # %% ../nbs/02_data.ipynb #1849d585
-MAX_VOCAB = 2**20   # the most ids prepare trains a tokenizer with
-
 def _post_texts(rows:Sequence[Mapping], kind:str) -> Iterator[str]:
     "Every string of post-training rows, to train a tokenizer on."
     for r in rows:
@@ -769,16 +767,7 @@ def _check_args(kind, val_fraction, vocab_size, tokenizer, num_proc):
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction!r}; e.g. 0.01 holds out 1% of the documents")
     if vocab_size is not None and tokenizer is not None:
         raise ValueError("give a vocab_size to train a tokenizer, or a tokenizer to use, not both (its vocab_size is its own)")
-    if vocab_size is not None:
-        _positive_int('vocab_size', vocab_size)
-        smallest = 256 + len(SPECIAL_TOKENS)
-        if vocab_size < smallest:
-            raise ValueError(f"vocab_size={vocab_size} is too small: the 256 bytes and {len(SPECIAL_TOKENS)} special tokens alone take {smallest} ids; "
-                             f"use vocab_size >= {smallest} (a few thousand is typical)")
-        if vocab_size > MAX_VOCAB:
-            raise ValueError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB} (2**20) ids. The tokenizer trainer sets aside about 70 bytes "
-                             f"per id before it reads any text ({70 * vocab_size / 1e9:.1f} GB here), and real vocabularies have 32k to 256k ids; "
-                             "use e.g. 32000")
+    if vocab_size is not None: check_vocab_size(vocab_size)
     if num_proc is not None: _positive_int('num_proc', num_proc)
 
 def _mkdirs(d:Path) -> list[Path]:

@@ -12,8 +12,9 @@ from tokenizers import AddedToken, decoders, models, pre_tokenizers, trainers
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['BOS', 'EOS', 'PAD', 'SYSTEM', 'USER', 'ASSISTANT', 'END', 'SPECIAL_TOKENS', 'ROLES', 'CHAT_TEMPLATE', 'TextTokenizer',
-           'train_tokenizer', 'apply_chat_template', 'plot_tokens', 'bytes_per_token']
+__all__ = ['BOS', 'EOS', 'PAD', 'SYSTEM', 'USER', 'ASSISTANT', 'END', 'SPECIAL_TOKENS', 'ROLES', 'MAX_VOCAB', 'CHAT_TEMPLATE',
+           'TextTokenizer', 'check_vocab_size', 'train_tokenizer', 'apply_chat_template', 'plot_tokens',
+           'bytes_per_token']
 
 # %% ../nbs/01_tokenizer.ipynb #8dce5484
 BOS, EOS, PAD = '<|bos|>', '<|eos|>', '<|pad|>'
@@ -121,6 +122,19 @@ def _checked_texts(texts, stats:dict):
         yield t
 
 # %% ../nbs/01_tokenizer.ipynb #4534a705
+MAX_VOCAB = 2**20   # the most ids a tokenizer is trained with: the BPE trainer sets aside ~70 bytes per id before reading
+
+def check_vocab_size(vocab_size:int, n_special:int=len(SPECIAL_TOKENS)):
+    "Raise a `ValueError` unless `vocab_size` leaves room for the bytes and special tokens and is at most `MAX_VOCAB`."
+    smallest = 256 + n_special
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
+        raise ValueError(f"vocab_size={vocab_size!r} is too small: the 256 bytes and {n_special} special "
+                         f"tokens alone take {smallest} ids; use vocab_size >= {smallest} (a few thousand is typical)")
+    if vocab_size > MAX_VOCAB:
+        raise ValueError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB} (2**20) ids. The tokenizer trainer sets "
+                         f"aside about 70 bytes per id before it reads any text ({70 * vocab_size / 1e9:.1f} GB here), and real "
+                         "vocabularies have 32k to 256k ids; use e.g. 32000")
+
 def train_tokenizer(
     texts:Iterable[str],                       # documents: a list, or any iterator of strings (streamed)
     vocab_size:int=4096,                       # ids in the result: special tokens + 256 bytes + merges
@@ -140,10 +154,7 @@ def train_tokenizer(
     if missing: raise ValueError(f"special_tokens lacks {missing}; pass SPECIAL_TOKENS + [your extra tokens]")
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise ValueError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
-    smallest = 256 + len(special_tokens)
-    if not isinstance(vocab_size, int) or vocab_size < smallest:
-        raise ValueError(f"vocab_size={vocab_size!r} is too small: the 256 bytes and {len(special_tokens)} special "
-                         f"tokens alone take {smallest} ids; use vocab_size >= {smallest} (a few thousand is typical)")
+    check_vocab_size(vocab_size, len(special_tokens))
     tk = _byte_level_bpe()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
