@@ -12,8 +12,7 @@ import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
 from tqdm.auto import tqdm
-from .model import DecoderBlock, flops_per_token
-from .bench import measure_peak_flops
+from .model import DecoderBlock, flops_per_token, measure_peak_flops
 from .evaluate import evaluate_loss
 
 # %% auto #0

@@ -4,14 +4,11 @@
 
 # %% ../nbs/10_mask.ipynb #edd8549d
 from __future__ import annotations
-import re
-import matplotlib.pyplot as plt
-from matplotlib.patches import Patch
 import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['causal_mask', 'show_mask', 'padding_mask', 'document_ids', 'document_mask', 'view_mask', 'explore_mask']
+__all__ = ['causal_mask', 'padding_mask', 'document_ids', 'document_mask']
 
 # %% ../nbs/10_mask.ipynb #31657f1a
 def causal_mask(seq_len:int,                # number of queries T
@@ -25,44 +22,6 @@ def causal_mask(seq_len:int,                # number of queries T
     i = torch.arange(seq_len, device=device)[:, None]   # (T, 1)
     j = torch.arange(kv_len, device=device)[None, :]    # (1, S)
     return torch.zeros(seq_len, kv_len, device=device, dtype=dtype).masked_fill(j > i + kv_len - seq_len, float('-inf'))
-
-# %% ../nbs/10_mask.ipynb #11639288
-_MASK_KINDS = (('allowed (0)', '#3d6fb6'), ('masked (dtype min)', '#f2a541'), ('masked (-inf)', '#e4e4e4'))
-
-def show_mask(mask:Tensor,                  # (T, S) additive mask, or one with leading size-1 dims such as (1, 1, T, S)
-              ax:plt.Axes|None=None,        # axes to draw on (default: a new figure)
-              title:str|None=None,          # title of the axes
-              qlabels:list|None=None,       # T tick labels for the queries (rows): positions or tokens; default 0..T-1
-              klabels:list|None=None,       # S tick labels for the keys (columns); default 0..S-1
-              legend:bool=True,             # draw the legend (turn off for all but one axes of a figure)
-              figsize:tuple|None=None       # size of the new figure (default: grows with the mask)
-             ) -> plt.Axes:                 # the axes drawn on; `ax.images[0]` holds 0 allowed, 1 dtype-min, 2 -inf per cell
-    "Draw an additive attention mask: allowed, -inf and finite-minimum cells in three colours."
-    m = mask.detach()
-    while m.ndim > 2 and m.shape[0] == 1: m = m[0]
-    if m.ndim != 2: raise ValueError(f"show_mask draws one (T, S) mask, got shape {tuple(mask.shape)}: pick a batch row and head first, e.g. mask[0, 0]")
-    m = m.cpu()
-    neg_inf = torch.isneginf(m)
-    fmin = ~neg_inf & (m <= torch.finfo(m.dtype).min / 2)                    # the dtype's minimum (and sums of it)
-    codes = torch.zeros(m.shape, dtype=torch.long).masked_fill(fmin, 1).masked_fill(neg_inf, 2)  # (T, S)
-    T, S = codes.shape
-    if ax is None: _, ax = plt.subplots(figsize=figsize or (min(2.5 + 0.42 * S, 14), min(1.2 + 0.42 * T, 10)))
-    cmap = plt.matplotlib.colors.ListedColormap([c for _, c in _MASK_KINDS])
-    ax.imshow(codes.numpy(), cmap=cmap, vmin=-0.5, vmax=2.5, interpolation='nearest')
-    for axis, labels, n in ((ax.yaxis, qlabels, T), (ax.xaxis, klabels, S)):
-        if labels is not None and len(labels) != n: raise ValueError(f"got {len(labels)} labels for {n} {'rows' if axis is ax.yaxis else 'columns'} of the mask")
-        if labels is not None or n <= 32: axis.set_ticks(range(n), [str(l) for l in labels] if labels is not None else range(n))
-    if klabels is not None and max(len(str(l)) for l in klabels) > 3: ax.tick_params(axis='x', labelrotation=90)
-    if max(T, S) <= 48:                                                     # white lines between cells
-        ax.set_xticks([x - 0.5 for x in range(1, S)], minor=True); ax.set_yticks([y - 0.5 for y in range(1, T)], minor=True)
-        ax.grid(which='minor', color='white', lw=1); ax.tick_params(which='minor', length=0)
-    ax.set_xlabel('key' if klabels is not None else 'key position j'); ax.set_ylabel('query' if qlabels is not None else 'query position i')
-    if title: ax.set_title(title)
-    if legend:
-        counts = [int((codes == k).sum()) for k in range(3)]
-        ax.legend([Patch(facecolor=c, edgecolor='#999') for _, c in _MASK_KINDS], [f'{n}: {c}' for (n, _), c in zip(_MASK_KINDS, counts)],
-                  loc='upper left', bbox_to_anchor=(1.02, 1), frameon=False, title='cells')
-    return ax
 
 # %% ../nbs/10_mask.ipynb #d561a32d
 def padding_mask(attention_mask:Tensor,            # (B, S): 1 for a real token, 0 for padding
@@ -91,41 +50,10 @@ def document_mask(doc_ids:Tensor,                 # (B, T) document number of ea
     causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()               # (T, T)
     return torch.zeros(same_doc.shape, dtype=dtype, device=doc_ids.device).masked_fill(~(same_doc & causal), float('-inf'))[:, None]
 
-# %% ../nbs/10_mask.ipynb #2a75fc1e
-def view_mask(seq_len:int=4,        # T: queries, the last T of the kv_len positions
-              kv_len:int=10,        # S: keys (S > T is cached decoding)
-              n_pad:int=3,          # left padding: the first n_pad keys are padding
-              eos_at:str|list='',   # positions of eos tokens, e.g. '2, 6': documents end there (out-of-range ones are ignored)
-              ax:plt.Axes|None=None # axes to draw on (default: a new figure)
-             ) -> Tensor:           # (T, S) the mask drawn
-    "Build causal (+ padding, + document) mask from these settings with the real functions, draw it, return it."
-    T, S = seq_len, kv_len
-    m = causal_mask(T, S)                                                   # (T, S)
-    eos = sorted({int(e) for e in (re.findall(r'\d+', eos_at) if isinstance(eos_at, str) else eos_at) if int(e) < S})
-    if eos:
-        row = torch.ones(1, S, dtype=torch.long); row[0, eos] = 0           # a packed row, eos id 0
-        m = m + document_mask(document_ids(row, eos_id=0))[0, 0, -T:]       # the last T query rows
-    if n_pad:
-        am = (torch.arange(S) >= n_pad).long()[None]                        # (1, S) left padding
-        m = m + padding_mask(am)[0, 0]                                      # (1, S) broadcasts over the queries
-    name = lambda j: 'eos' if j in eos else 'pad' if j < n_pad else str(j)
-    parts = [f'causal_mask({T}, {S})'] + ([f'padding ({n_pad})'] if n_pad else []) + ([f'documents (eos at {eos})'] if eos else [])
-    show_mask(m, ax=ax, title=' + '.join(parts), qlabels=[name(j) for j in range(S - T, S)], klabels=[name(j) for j in range(S)])
-    return m
-
-# %% ../nbs/10_mask.ipynb #3f06c585
-def explore_mask(seq_len:int=4,   # starting number of queries (the sliders start at `view_mask`'s defaults)
-                 kv_len:int=10,   # starting number of keys, >= seq_len
-                 n_pad:int=3,     # starting left padding
-                 eos_at:str=''    # starting eos positions, e.g. '2, 6'
-                ) -> 'ipywidgets.interactive': # sliders over `view_mask`; `.result` is the last mask drawn
-    "Sliders for `view_mask`: queries, keys, left padding and eos positions; redrawn on every change."
-    import ipywidgets as W
-    sl = W.IntSlider(seq_len, min=1, max=16, description='seq_len')
-    kv = W.IntSlider(kv_len, min=seq_len, max=24, description='kv_len')
-    pad = W.IntSlider(n_pad, min=0, max=kv_len - 1, description='n_pad')
-    eos = W.Text(eos_at, description='eos_at', placeholder='e.g. 2, 6', continuous_update=False)
-    # keep the settings valid; these observers run before the redraw, which `interactive` registers after them
-    sl.observe(lambda c: setattr(kv, 'min', c.new), names='value')           # kv_len >= seq_len
-    kv.observe(lambda c: setattr(pad, 'max', c.new - 1), names='value')      # at least one real token
-    return W.interactive(view_mask, seq_len=sl, kv_len=kv, n_pad=pad, eos_at=eos, ax=W.fixed(None))
+# %% ../nbs/10_mask.ipynb #b7043c7d
+def __getattr__(name:str):
+    "The drawing helpers that moved to `astrai_nb.viz`, imported from there when first asked for."
+    if name in ('show_mask', 'view_mask', 'explore_mask'):
+        from astrai_nb import viz           # lazy: viz imports this module, and training never needs matplotlib
+        return getattr(viz, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,14 +4,11 @@
 
 # %% ../nbs/11_rope.ipynb #3ab4b5ea
 from __future__ import annotations
-import math
-import matplotlib.pyplot as plt
 import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['rope_frequencies', 'precompute_rope', 'show_frequencies', 'show_rope_table', 'rotate_half', 'apply_rotary_emb',
-           'show_rotation', 'view_rope', 'explore_rope']
+__all__ = ['rope_frequencies', 'precompute_rope', 'rotate_half', 'apply_rotary_emb']
 
 # %% ../nbs/11_rope.ipynb #142761a7
 def rope_frequencies(head_dim:int,            # dimension of one attention head (even)
@@ -32,43 +29,6 @@ def precompute_rope(head_dim:int,             # dimension of one attention head 
     angles = torch.cat([angles, angles], dim=-1)                            # (T, hd)
     return angles.cos(), angles.sin()
 
-# %% ../nbs/11_rope.ipynb #4304b53f
-def show_frequencies(head_dim:int=128,                   # dimension of one attention head (even)
-                     thetas:tuple=(10000.0, 500000.0),  # bases to draw, one line each
-                     context_len:int|None=4096,         # draw the frequency of one turn in this many tokens (None: no line)
-                     pair:int|None=None,                # circle this pair on the last line
-                     ax:plt.Axes|None=None              # axes to draw on (default: a new figure)
-                    ) -> plt.Axes:                      # the axes drawn on; one `Line2D` per base in `ax.lines`
-    "The frequencies theta_i per pair on a log scale, one line per base, wavelengths 2π/theta_i on the right axis."
-    if ax is None: _, ax = plt.subplots(figsize=(7, 3.8))
-    for th in thetas:
-        f = rope_frequencies(head_dim, th)
-        ax.semilogy(range(len(f)), f.numpy(), marker='.', ms=4, label=f'rope_theta = {th:g}')
-    if pair is not None: ax.plot([pair], [f[pair].item()], 'o', ms=11, mfc='none', mec='crimson', label=f'pair {pair}')
-    if context_len:
-        ax.axhline(2 * math.pi / context_len, ls='--', c='gray', lw=1, label=f'one turn in {context_len} tokens')
-    wl = lambda t: 2 * math.pi / torch.as_tensor(t).clamp(min=1e-30).numpy()   # wavelength <-> frequency, its own inverse
-    sec = ax.secondary_yaxis('right', functions=(wl, wl))
-    sec.set_ylabel('wavelength 2π/θ_i (tokens)'); sec.yaxis.set_minor_locator(plt.NullLocator())   # minor ticks here are slow to draw
-    ax.set_xlabel('pair i'); ax.set_ylabel('θ_i (radians per token)')
-    ax.set_title(f'RoPE frequencies, head_dim = {head_dim}'); ax.legend(fontsize=8, loc='lower left')
-    return ax
-
-# %% ../nbs/11_rope.ipynb #fc5de73f
-def show_rope_table(cos:Tensor,              # (T, head_dim) cos table from `precompute_rope`
-                    pair:int|None=None,      # mark this pair's row
-                    ax:plt.Axes|None=None    # axes to draw on (default: a new figure)
-                   ) -> plt.Axes:            # the axes drawn on; `ax.images[0]` holds the (head_dim/2, T) image
-    "cos(m·theta_i) as an image, position m across and pair i down: the wavelength picture."
-    T, d = cos.shape
-    if ax is None: _, ax = plt.subplots(figsize=(8, 3.8))
-    interp = 'nearest' if T <= 400 else 'antialiased'          # sharp (and a small PNG) while a position still gets a pixel
-    im = ax.imshow(cos[:, :d//2].T.cpu().numpy(), aspect='auto', cmap='RdBu_r', vmin=-1, vmax=1, interpolation=interp)   # (d/2, T)
-    ax.figure.colorbar(im, ax=ax, label='cos(m·θ_i)', pad=0.02)
-    if pair is not None: ax.axhline(pair, c='k', lw=1, ls=':')
-    ax.set_xlabel('position m'); ax.set_ylabel('pair i'); ax.set_title(f'cos table: {T} positions × {d//2} pairs')
-    return ax
-
 # %% ../nbs/11_rope.ipynb #ee33a5c0
 def rotate_half(x:Tensor) -> Tensor:
     "(x1, x2) -> (-x2, x1) on the two halves of the last dimension."
@@ -82,69 +42,3 @@ def apply_rotary_emb(x:Tensor,    # (..., T, head_dim) queries or keys, e.g. (B,
     "Rotate each (x_i, x_{i+d/2}) pair of `x` by its position's angle."
     cos, sin = cos.to(x.dtype), sin.to(x.dtype)
     return x * cos + rotate_half(x) * sin
-
-# %% ../nbs/11_rope.ipynb #e6473338
-def show_rotation(x_rot:Tensor,            # (T, head_dim) one vector rotated to positions 0..T-1
-                  pair:int,                # which pair (i, i + head_dim/2) to follow
-                  ax:plt.Axes|None=None,   # axes to draw on (default: a new figure)
-                  title:str|None=None,     # title (default: the pair)
-                  colorbar:bool=True       # draw the colour bar of positions
-                 ) -> plt.Axes:            # the axes drawn on
-    "The path of one pair of coordinates through the positions: a circle, coloured by position."
-    T, d = x_rot.shape
-    a, b = x_rot[:, pair].cpu().numpy(), x_rot[:, pair + d//2].cpu().numpy()
-    if ax is None: _, ax = plt.subplots(figsize=(4.2, 3.6))
-    sc = ax.scatter(a, b, c=range(T), cmap='viridis', vmin=0, vmax=max(T - 1, 1), s=14, zorder=2)
-    r = 1.2 * float((x_rot[:, pair]**2 + x_rot[:, pair + d//2]**2).sqrt().max())
-    ax.plot(a[:1], b[:1], 'o', ms=10, mfc='none', mec='crimson', zorder=3)
-    ax.annotate('m = 0', (a[0], b[0]), xytext=(a[0] * 0.6, b[0] * 0.6), color='crimson', fontsize=8, ha='center', va='center')
-    ax.set_xlim(-r, r); ax.set_ylim(-r, r); ax.set_aspect('equal')
-    ax.axhline(0, c='0.9', lw=0.8, zorder=0); ax.axvline(0, c='0.9', lw=0.8, zorder=0)
-    ax.set_xlabel(f'x[{pair}]'); ax.set_ylabel(f'x[{pair + d//2}]', labelpad=0); ax.set_title(title or f'pair {pair}')
-    if colorbar: ax.figure.colorbar(sc, ax=ax, label='position m', shrink=0.85)
-    return ax
-
-# %% ../nbs/11_rope.ipynb #127442b2
-def view_rope(head_dim:int=64,            # dimension of one attention head (even)
-              max_seq_len:int=256,        # positions in the tables
-              rope_theta:float=10000.0,   # the base
-              pair:int=8                  # the pair to follow, 0 .. head_dim/2 - 1
-             ) -> dict:                   # freqs (hd/2,), cos and sin (T, hd), path (T, 2) of the pair, decay (T,)
-    "Build RoPE tables from these settings with the real functions, draw them in four panels, return what was drawn."
-    if not 0 <= pair < head_dim // 2: raise ValueError(f"pair={pair} is out of range: head_dim={head_dim} has pairs 0..{head_dim//2 - 1}")
-    T, d = max_seq_len, head_dim
-    freqs = rope_frequencies(d, rope_theta)                                   # (d/2,)
-    cos, sin = precompute_rope(d, T, rope_theta)                              # (T, d)
-    x = torch.zeros(d); x[pair] = 1.                                          # a unit vector in the chosen pair
-    x_rot = apply_rotary_emb(x.expand(T, d), cos, sin)                        # (T, d)
-    decay = cos[:, :d//2].mean(-1)                                            # (T,) expected q·k/|q|² at distance m
-    fig, axs = plt.subplots(2, 2, figsize=(10.5, 6.6), gridspec_kw=dict(width_ratios=(1, 1.25)))
-    show_frequencies(d, (rope_theta,), context_len=T, pair=pair, ax=axs[0, 0])
-    show_rope_table(cos, pair=pair, ax=axs[0, 1])
-    n = min(T, math.ceil(2 * math.pi / freqs[pair].item()) + 1)              # one turn at most, so points do not pile up
-    show_rotation(x_rot[:n], pair, ax=axs[1, 0],
-                  title=f'pair {pair}: positions 0..{n - 1} ({T * freqs[pair] / (2 * math.pi):.3g} turns in {T})')
-    ax = axs[1, 1]
-    ax.semilogx(range(1, T), decay[1:].numpy(), label='mean over pairs (q = k)')
-    ax.semilogx(range(1, T), cos[1:, pair].numpy(), c='crimson', lw=0.6, alpha=0.6, label=f'pair {pair} alone')
-    ax.axhline(0, c='0.6', lw=0.8); ax.set_ylim(-1.05, 1.05); ax.legend(fontsize=8, loc='lower left')
-    ax.set_xlabel('distance (tokens)'); ax.set_ylabel('q · k / |q|²'); ax.set_title('decay of the score with distance')
-    fig.suptitle(f'head_dim = {d}, max_seq_len = {T}, rope_theta = {rope_theta:g}, pair = {pair}')
-    fig.tight_layout()
-    return dict(freqs=freqs, cos=cos, sin=sin, path=torch.stack([x_rot[:, pair], x_rot[:, pair + d//2]], -1), decay=decay)
-
-# %% ../nbs/11_rope.ipynb #94404ebc
-def explore_rope(head_dim:int=64,          # starting head dimension (the sliders start at `view_rope`'s defaults)
-                 max_seq_len:int=256,      # starting number of positions
-                 rope_theta:float=10000.0, # starting base
-                 pair:int=8                # starting pair
-                ) -> 'ipywidgets.interactive': # sliders over `view_rope`; `.result` is the last dict drawn
-    "Sliders for `view_rope`: head_dim, max_seq_len, rope_theta (log scale) and the pair; redrawn on release."
-    import ipywidgets as W
-    kw = dict(continuous_update=False, style=dict(description_width='90px'))
-    hd = W.IntSlider(head_dim, min=8, max=256, step=8, description='head_dim', **kw)
-    T = W.IntSlider(max_seq_len, min=16, max=8192, step=16, description='max_seq_len', **kw)
-    th = W.FloatLogSlider(rope_theta, base=10, min=2, max=7, step=0.1, description='rope_theta', **kw)
-    p = W.IntSlider(pair, min=0, max=head_dim // 2 - 1, description='pair', **kw)
-    hd.observe(lambda c: setattr(p, 'max', c.new // 2 - 1), names='value')   # runs before the redraw: pair stays valid
-    return W.interactive(view_rope, head_dim=hd, max_seq_len=T, rope_theta=th, pair=p)
