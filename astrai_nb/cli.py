@@ -7,15 +7,16 @@ from __future__ import annotations
 import sys, time
 from collections.abc import Callable
 from pathlib import Path
-import argparse, json, os
+import argparse, json, os, re
 import torch.distributed as dist
 from fastcore.script import anno_parser, Param
 from fastcore.docments import docments
 from .data import prepare_data, KINDS
 from .config import TrainConfig
+from .strategy import TRAIN_TYPES
 from .callbacks import NonFiniteError
 from .trainer import TrainContext, TrainContextBuilder, Trainer
-from .parallel import distributed_run, Terminated
+from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'run_script', 'prepare_summary', 'prepare', 'prepare_cli',
@@ -136,7 +137,9 @@ def train_settings(argv:list[str]|None=None) -> dict:
 # %% ../nbs/50_cli.ipynb #c02b32f6
 def train(**settings) -> TrainContext:
     "Train with `TrainConfig(**settings)`; with no data given, prepare and use the built-in corpus (the main job)."
-    config = TrainConfig.from_dict(settings)                           # bad settings fail here, before any work
+    try: config = TrainConfig.from_dict(settings)                      # bad settings fail here, before any work
+    except (ValueError, TypeError) as e: raise type(e)(re.sub(r'\bTrainConfig\.(\w+)', r'--\1', str(e))) from None   # name the flag
+    if config.train_type not in TRAIN_TYPES: raise ValueError(f"--train_type={config.train_type!r} is not one of {list(TRAIN_TYPES)}")
     with distributed_run() as env:                                     # under torchrun: join the process group, leave it on exit
         if config.data_root_path is None and config.train_type == 'seq':
             config.data_root_path = DEFAULT_DATA
@@ -158,17 +161,10 @@ def train_cli(argv:list[str]|None=None) -> int|None:
     def run():
         settings = train_settings(argv)
         nprocs = settings.get('nprocs', 1)
-        if nprocs > 1 and 'WORLD_SIZE' not in os.environ:             # start the ranks ourselves, as torchrun would
+        if nprocs > 1 and 'WORLD_SIZE' not in os.environ:             # start the ranks ourselves, on loopback (32_parallel)
             if settings.get('parallel_mode', 'none') == 'none':
                 raise ValueError(f"--nprocs {nprocs} needs --parallel_mode ddp or fsdp")
-            from torch.distributed.run import main as torchrun
-            from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-            from torch.distributed.elastic.multiprocessing.api import SignalException
-            try: torchrun(['--standalone', f'--nproc_per_node={nprocs}', '-m', 'astrai_nb.cli', *argv])
-            except ChildFailedError as e:
-                print(f"astrai_nb_train: error: a rank failed (its message is above): {e.name}", file=sys.stderr); return 1
-            except SignalException as e: raise Terminated(f"stopped by signal {e.sigval.name}; every rank was stopped (their messages are above)") from None
-            return None
+            return launch_local(nprocs, argv)
         train(**settings)
     return run_script('astrai_nb_train', run)
 

@@ -49,11 +49,3 @@ def document_mask(doc_ids:Tensor,                 # (B, T) document number of ea
     same_doc = doc_ids[:, :, None] == doc_ids[:, None, :]                                   # (B, T, T)
     causal = torch.ones(T, T, dtype=torch.bool, device=doc_ids.device).tril()               # (T, T)
     return torch.zeros(same_doc.shape, dtype=dtype, device=doc_ids.device).masked_fill(~(same_doc & causal), float('-inf'))[:, None]
-
-# %% ../nbs/10_mask.ipynb #b7043c7d
-def __getattr__(name:str):
-    "The drawing helpers that moved to `astrai_nb.viz`, imported from there when first asked for."
-    if name in ('show_mask', 'view_mask', 'explore_mask'):
-        from astrai_nb import viz           # lazy: viz imports this module, and training never needs matplotlib
-        return getattr(viz, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
