@@ -8,7 +8,8 @@ that a page that needs the network shows it.
     not typeset, or a formula KaTeX could not parse (`.katex-error`, with KaTeX's message);
   - a mermaid diagram that is not an SVG, or is mermaid's error picture;
   - a code block cut off: wider than its box and neither wrapping nor scrolling;
-  - an uncaught JavaScript error.
+  - an uncaught JavaScript error;
+  - on the first page, a search for the first sidebar entry that finds nothing.
 `screenshots` saves PNGs of whole pages. As a script it takes screenshots:
   python .ci/browser.py [--out _docs_shots] [--width 1280] [PAGE.html ...]   (default: index, rope and trainer)"""
 import argparse, base64, json, os, select, shutil, subprocess, tempfile, time
@@ -139,6 +140,18 @@ PROBLEMS_JS = r"""(() => {
           drawn: charts.filter(p => p.querySelector('svg')).length, height: document.documentElement.scrollHeight};
 })()"""
 
+# Search the site for the first sidebar entry's title: how many results show.
+SEARCH_JS = r"""(async () => {
+  const i = document.querySelector('.smalldocs-search input'), q = document.querySelector('.sidebar-item .menu-text');
+  if (!i || !q) return -1;
+  i.focus(); i.value = q.textContent.trim(); i.dispatchEvent(new Event('input'));
+  for (let t = 0; t < 50; t++) {
+    await new Promise(r => setTimeout(r, 100));
+    const n = document.querySelectorAll('.search-result').length; if (n) return n;
+  }
+  return 0;
+})()"""
+
 LOCAL = ('file:', 'data:', 'blob:', 'about:', 'chrome-error:', 'devtools:')
 
 def check_pages(docs, pages, browser=None, timeout=15):
@@ -157,6 +170,9 @@ def check_pages(docs, pages, browser=None, timeout=15):
             r['problems'] += [f'loads {u} (not a file of the site)' for u in sorted(urls) if not u.startswith(LOCAL)]
             r['problems'] += [f"JavaScript error: {e['exceptionDetails'].get('exception', {}).get('description', e['exceptionDetails'].get('text'))}".split('\n')[0]
                               for e in b.session_events(s, 'Runtime.exceptionThrown')]
+            if not res:  # on the first page: the search box finds the site's pages
+                n = b.eval(s, SEARCH_JS)
+                if n == 0: r['problems'].append('search finds nothing for the first sidebar entry (did its index load?)')
             r['seconds'] = time.time() - t0
             res[p] = r
     finally:

@@ -58,19 +58,24 @@ def test_cells(cells):
 
 # nbdev's test_nb, unchanged, runs the notebook; the shell's run_all is wrapped to note which cells it runs
 RAN = []  # (index, cell) of each cell run in this process's current notebook, in order
-_run_all = CaptureShell.run_all
-def _noting_run_all(self, nb, *args, preproc=None, **kwargs):
-    index = {id(c): i for i, c in enumerate(nb.cells)}
-    def pre(cell):
-        skip = preproc(cell) if preproc else False
-        if not skip: RAN.append((index[id(cell)], cell))
-        return skip
-    return _run_all(self, nb, *args, preproc=pre, **kwargs)
-CaptureShell.run_all = _noting_run_all
+
+def _note_cells_run():
+    "Wrap `CaptureShell.run_all` (once per process) so that the cells its `preproc` lets run go into `RAN`."
+    run_all = CaptureShell.run_all
+    if getattr(run_all, 'notes_cells', False): return
+    def noting_run_all(self, nb, *args, preproc=None, **kwargs):
+        index = {id(c): i for i, c in enumerate(nb.cells)}
+        def pre(cell):
+            skip = preproc(cell) if preproc else False
+            if not skip: RAN.append((index[id(cell)], cell))
+            return skip
+        return run_all(self, nb, *args, preproc=pre, **kwargs)
+    noting_run_all.notes_cells = True
+    CaptureShell.run_all = noting_run_all
 
 def run_one(fn, skip_flags=(), force_flags=(), **kwargs):
     "`test_nb` on one notebook, then its line (printed in the worker, so it shows as soon as it is done): (passed, failed)."
-    RAN.clear(); name = fn.relative_to(get_config().nbs_path)
+    _note_cells_run(); RAN.clear(); name = fn.relative_to(get_config().nbs_path)
     try: ok, secs = test_nb(fn, skip_flags=skip_flags, force_flags=force_flags, **kwargs)
     except Exception as e: ok, secs = False, 0.; print(f'{name}: {e!r}', file=sys.stderr, flush=True)
     cells = [c for _, c in RAN]
@@ -89,8 +94,9 @@ def run_one(fn, skip_flags=(), force_flags=(), **kwargs):
             and 'nbdev_export(' not in c.source and not flags & (c.get('directives_') or {}).keys()
             and (c.get('directives_') or {}).get('eval:', [''])[0].lower() != 'false']
     n_left = len(test_cells(rest))
-    print(f"FAILED  {secs:6.1f}s  {name}  ({len(tests - {len(cells) - 1})} test cells passed, 1 failed: cell "
-          f"{last.get('idx_', fail)}{' (a test cell)' if len(cells) - 1 in tests else ''}; {n_left} test cells not run)", flush=True)
+    at = f"cell #{last.get('idx_', fail) + 1}" + (f" (id {last['id']})" if last.get('id') else '')  # numbered as nbdev's error says
+    print(f"FAILED  {secs:6.1f}s  {name}  ({len(tests - {len(cells) - 1})} test cells passed, 1 failed: {at}, "
+          f"{'a test cell' if len(cells) - 1 in tests else 'not a test cell'}; {n_left} test cells not run)", flush=True)
     return len(tests - {len(cells) - 1}), 1
 
 def main():

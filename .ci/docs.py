@@ -5,7 +5,8 @@
 `_proc/_quarto.yml` and shows the outputs saved in the notebooks (it runs no code). The source nbdev shows for
 `#| exports` cells is folded. Then .ci/offline.py makes the site work with no network and from any folder: KaTeX,
 mermaid and the theme's font bundled (npm packages pinned in .ci/package.json), links to the project's own pages
-relative, notebook names in inline code linked to their pages.
+relative, notebook names in inline code linked to their pages, long code lines wrapped under their indent, search that
+works from `file://`.
 The checks, each failing with a message that says what to do:
   - every notebook has its page, named as Quarto names it (`output-file`: 00_config.ipynb -> config.html);
   - every image saved in a notebook is on its page;
@@ -16,7 +17,8 @@ The checks, each failing with a message that says what to do:
     .ci/offline.py ALLOWED_LINKS; links inside the site reach a file and anchor that exist (.ci/offline.py);
   - in headless Chromium (.ci/browser.py), every page from `file://` with the network cut off: every formula typeset
     by KaTeX (no raw `$`, `\\(`, `\\[` left in the text), every mermaid diagram an SVG, no code block cut off, no request
-    leaving the site, no JavaScript error (`--no-browser` skips this where there is no Chromium);
+    leaving the site, no JavaScript error, and the search box finds pages (`--no-browser` skips this where there is
+    no Chromium);
   - with `--check-readme`, the regenerated README.md is the committed one.
 Usage: python .ci/docs.py [--check-readme] [--no-browser] [--n_workers 2]"""
 import argparse, ast, html, json, re, shutil, sys, time

@@ -9,7 +9,8 @@ rewrites every page and stylesheet:
     cross-references) -> links relative to the page; one to a method's anchor that show_doc did not make -> its
     class's; the markdown links nbdev writes into a signature's comments (shown as text) -> the backticked name;
   - a notebook named in inline code (`13_model`, `13_model.ipynb`, `nbs/13_model.ipynb`) -> a link to its page;
-  - each line of a code block in a span that knows its indent, so a long line wraps under itself (styles.css).
+  - each line of a code block in a span that knows its indent, so a long line wraps under itself (styles.css);
+  - search from `file://`: the index also as search.js, which smalldocs.js loads there (a browser refuses fetch()).
 `check_site` scans the final HTML and the CSS the pages load (no browser) and returns the problems:
   - a page or stylesheet that loads anything from outside the site (scripts, stylesheets, images, fonts, frames,
     media, CSS `url()`/`@import`, a remote address in an inline script), or a local file that is not there;
@@ -137,6 +138,20 @@ def rewrite_page(s, page, own, notebooks):
         out += [NB_CODE.sub(link, s[last:m.start()]), m.group(0)]; last = m.end()
     return ''.join(out) + NB_CODE.sub(link, s[last:])
 
+SEARCH_FETCH = '''      const r = await fetch(offset + "search.json");
+      index = await r.json();'''
+SEARCH_LOAD = (  # a browser refuses fetch() from file://, but runs a script: search.js holds the same index
+    '      index = location.protocol !== "file:" ? await (await fetch(offset + "search.json")).json()\n'
+    '        : await new Promise((ok, no) => { const s = document.createElement("script"); s.src = offset + "search.js";\n'
+    '            s.onload = () => ok(window.smalldocsSearchIndex); s.onerror = no; document.head.appendChild(s); });')
+
+def local_search(docs):
+    "Search from `file://` too: the index as a script (search.js) that smalldocs.js loads there instead of fetching it."
+    docs = Path(docs); js = docs/'site_libs'/'smalldocs.js'
+    if not (docs/'search.json').exists() or not js.exists(): return
+    (docs/'search.js').write_text('window.smalldocsSearchIndex = ' + (docs/'search.json').read_text(encoding='utf-8') + ';\n', encoding='utf-8')
+    js.write_text(js.read_text(encoding='utf-8').replace(SEARCH_FETCH, SEARCH_LOAD), encoding='utf-8')
+
 def rewrite_site(docs, cfg, pages):
     """Rewrite every page and stylesheet of `docs` (see the module's doc). `pages`: each notebook's path (relative to
     nbs/) -> its page's name as a notebook (rename_pages). Returns how many pages changed."""
@@ -153,6 +168,7 @@ def rewrite_site(docs, cfg, pages):
         t = GOOGLE_FONT.sub(lambda m: ''.join(f'@import url("{rel_to((font/w).relative_to(docs).as_posix(), css.relative_to(docs).as_posix())}");'
                                               for w in ('300.css', '400.css', '700.css')), s)
         if t != s: css.write_text(t, encoding='utf-8')
+    local_search(docs)
     texts = {f: f.read_text(encoding='utf-8') for f in sorted(docs.rglob('*.html'))}
     new = {f: rewrite_page(s, f.relative_to(docs).as_posix(), own, notebooks) for f, s in texts.items()}
     ids = {f.resolve(): Page(s).ids for f, s in new.items()}
