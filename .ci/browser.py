@@ -17,7 +17,7 @@ from pathlib import Path
 
 SHOTS = ('index.html', 'rope.html', 'trainer.html')  # the pages worth a look, as their notebooks name them
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--no-default-browser-check',
-         '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-extensions',
+         '--disable-background-networking', '--disable-dev-shm-usage', '--disable-component-update', '--disable-sync', '--disable-extensions',
          '--mute-audio', '--host-resolver-rules=MAP * ~NOTFOUND', '--remote-debugging-pipe']
 
 def find_chromium():
