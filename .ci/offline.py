@@ -6,8 +6,9 @@ rewrites every page and stylesheet:
   - the CDN addresses smalldocs writes for KaTeX and mermaid -> the bundled copies, relative to the page (mermaid's
     classic build, as a browser refuses ES modules from `file://`); the theme's Google Fonts import -> the bundled font;
   - links to the project's published site (settings.ini `doc_host` + `doc_baseurl`, where nbdev points its
-    cross-references) -> links relative to the page; one to a method's anchor that show_doc did not make -> its
-    class's; the markdown links nbdev writes into a signature's comments (shown as text) -> the backticked name;
+    cross-references) -> links relative to the page; one to an anchor that show_doc did not make: a method's -> its
+    class's, any other -> the page (or no link, on the page itself); the markdown links nbdev writes into a
+    signature's comments (shown as text) -> the backticked name;
   - a notebook named in inline code (`13_model`, `13_model.ipynb`, `nbs/13_model.ipynb`) -> a link to its page;
   - each line of a code block in a span that knows its indent, so a long line wraps under itself (styles.css);
   - search from `file://`: the index also as search.js, which smalldocs.js loads there (a browser refuses fetch()).
@@ -115,7 +116,7 @@ def hang_lines(code):
     return '\n'.join(out)
 
 def rewrite_page(s, page, own, notebooks):
-    "One page's HTML (`page`: its path in the site) with local assets, relative own links and notebook names linked."
+    "One page's HTML (`page`: its path in the site) with local assets, code lines in spans, notebook names linked."
     off = '../' * page.count('/')
     s = KATEX_CDN.sub(off + 'site_libs/katex/', s)
     s = CODE.sub(lambda m: m.group(0) if 'class="cl"' in m.group(2) or 'id="cb' in m.group(2)
@@ -124,11 +125,6 @@ def rewrite_page(s, page, own, notebooks):
                            f'<script>{m.group(1).replace("startOnLoad:true", "startOnLoad:false")}</script>', s)  # site.js draws
     if SITE_JS not in s: s = s.replace('</head>', f'<script src="{off}{SITE_JS}" defer></script></head>', 1)
     if own: s = re.sub(rf'\[`([^`\]]+)`\]\({re.escape(own)}/[^)\s]*\)', r'`\1`', s)  # doclinks nbdev writes into a signature's comments
-    if own:
-        def local(m):
-            path = unquote(m.group(2) or '/').lstrip('/')
-            return f'{m.group(1)}="{rel_to(path or "index.html", page)}{m.group(3) or ""}"'
-        s = re.sub(rf'\b(href|src)="{re.escape(own)}(/[^"#?]*)?([#?][^"]*)?"', local, s)
     def link(m):
         name = re.sub(r'^nbs/', '', m.group(1))
         target = notebooks.get(name)
@@ -137,6 +133,21 @@ def rewrite_page(s, page, own, notebooks):
     for m in parts:
         out += [NB_CODE.sub(link, s[last:m.start()]), m.group(0)]; last = m.end()
     return ''.join(out) + NB_CODE.sub(link, s[last:])
+
+def own_links(s, page, own, ids):
+    """nbdev's cross-references on a page (links to `own`, the published site) made relative to `page`. `ids`: each
+    page's path -> its anchors. An anchor the page lacks: a method's (`#class.name`, which only show_doc makes) -> its
+    class's; any other (a private helper nbdev indexes but nobody documents) -> the page's top, or no link on itself."""
+    def fix(m):
+        pre, url, post, body = m.groups()
+        path, _, frag = unquote(url[len(own):]).lstrip('/').partition('#')
+        path, have = path or 'index.html', ids.get(path or 'index.html')
+        while frag and have is not None and frag not in have and '.' in frag: frag = frag.rsplit('.', 1)[0]
+        if frag and have is not None and frag not in have:
+            if path == page: return body
+            frag = ''
+        return f'<a{pre}href="{rel_to(path, page)}{"#" + frag if frag else ""}"{post}>{body}</a>'
+    return re.sub(rf'<a\b([^>]*?)\bhref="({re.escape(own)}(?:/[^"]*)?)"([^>]*)>(.*?)</a>', fix, s, flags=re.S) if own else s
 
 SEARCH_FETCH = '''      const r = await fetch(offset + "search.json");
       index = await r.json();'''
@@ -171,15 +182,10 @@ def rewrite_site(docs, cfg, pages):
     local_search(docs)
     texts = {f: f.read_text(encoding='utf-8') for f in sorted(docs.rglob('*.html'))}
     new = {f: rewrite_page(s, f.relative_to(docs).as_posix(), own, notebooks) for f, s in texts.items()}
-    ids = {f.resolve(): Page(s).ids for f, s in new.items()}
-    def member(f, m):  # nbdev links a method or attribute to `#class.name`, an anchor only show_doc makes: else the class
-        t = local_file(docs, f, m.group(2)) if not is_remote(m.group(2)) else None
-        frag = m.group(3)
-        while t in ids and frag not in ids[t] and '.' in frag: frag = frag.rsplit('.', 1)[0]
-        return f'{m.group(1)}{m.group(2)}#{frag}"'
+    ids = {f.relative_to(docs).as_posix(): Page(s).ids for f, s in new.items()}
     n = 0
     for f, s in new.items():
-        s = re.sub(r'(\bhref=")([^"#]*)#([^"]+)"', lambda m: member(f, m), s)
+        s = own_links(s, f.relative_to(docs).as_posix(), own, ids)
         if s != texts[f]: f.write_text(s, encoding='utf-8'); n += 1
     return n
 
