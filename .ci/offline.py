@@ -28,12 +28,12 @@ PKG = Path(__file__).with_name('package.json')
 # from settings.ini `git_url`: the source links of show_doc and "Report an issue").
 ALLOWED_LINKS = {
     'PyTorch': ('https://pytorch.org/', 'https://docs.pytorch.org/', 'https://github.com/pytorch/'),
-    'Hugging Face': ('https://huggingface.co/docs/', 'https://github.com/huggingface/'),
+    'Hugging Face (transformers, datasets, tokenizers, safetensors)': ('https://huggingface.co/docs/',
+                                                                      'https://github.com/huggingface/'),
     'nbdev, fastcore, execnb': ('https://nbdev.fast.ai/', 'https://fastcore.fast.ai/', 'https://execnb.fast.ai/',
                                 'https://github.com/AnswerDotAI/', 'https://github.com/fastai/'),
     'Python': ('https://docs.python.org/',),
     'NumPy, matplotlib': ('https://numpy.org/doc/', 'https://matplotlib.org/'),
-    'safetensors, tokenizers, datasets': ('https://github.com/huggingface/',),
     'papers on arXiv': ('https://arxiv.org/abs/', 'https://arxiv.org/pdf/'),
     'Quarto': ('https://quarto.org/',),
 }
