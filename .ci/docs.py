@@ -2,15 +2,25 @@
 
 `nbdev_docs` needs Quarto, which CI cannot install, so this runs nbdev's own steps (`refresh_quarto_yml`,
 `_build_modidx`, `nbdev_sidebar`, `proc_nbs` -> `_proc/`) and renders `_proc/` with smalldocs, which reads
-`_proc/_quarto.yml` and shows the outputs saved in the notebooks (it runs no code). The checks, each failing with a
-message that says what to do:
+`_proc/_quarto.yml` and shows the outputs saved in the notebooks (it runs no code). The source nbdev shows for
+`#| exports` cells is folded. Then .ci/offline.py makes the site work with no network and from any folder: KaTeX,
+mermaid and the theme's font bundled (npm packages pinned in .ci/package.json), links to the project's own pages
+relative, notebook names in inline code linked to their pages, long code lines wrapped under their indent, search that
+works from `file://`.
+The checks, each failing with a message that says what to do:
   - every notebook has its page, named as Quarto names it (`output-file`: 00_config.ipynb -> config.html);
   - every image saved in a notebook is on its page;
   - a notebook that calls a plotting function holds at least one saved image (it was committed without running);
   - every name in a module's `__all__` is on the page of the notebook that exports it, functions and classes with
     a `show_doc` heading and signature;
+  - no page loads anything from outside the site, and no link leaves it except to the projects in
+    .ci/offline.py ALLOWED_LINKS; links inside the site reach a file and anchor that exist (.ci/offline.py);
+  - in headless Chromium (.ci/browser.py), every page from `file://` with the network cut off: every formula typeset
+    by KaTeX (no raw `$`, `\\(`, `\\[` left in the text), every mermaid diagram an SVG, no code block cut off, no request
+    leaving the site, no JavaScript error, and the search box finds pages (`--no-browser` skips this where there is
+    no Chromium);
   - with `--check-readme`, the regenerated README.md is the committed one.
-Usage: python .ci/docs.py [--check-readme] [--n_workers 2]"""
+Usage: python .ci/docs.py [--check-readme] [--no-browser] [--n_workers 2]"""
 import argparse, ast, html, json, re, shutil, sys, time
 from pathlib import Path
 
@@ -21,6 +31,8 @@ from nbdev.doclinks import _build_modidx, nbglob
 from nbdev.quarto import nbdev_sidebar, refresh_quarto_yml
 from nbdev.serve import proc_nbs
 from smalldocs.site import build as smalldocs_build
+
+import browser, offline  # .ci/, beside this file
 
 IMAGE_TYPES = ('image/png', 'image/svg+xml', 'image/jpeg', 'image/gif')
 # Known, harmless smalldocs warnings: nbdev's stock _quarto.yml asks Quarto for these, smalldocs makes html only.
@@ -67,15 +79,27 @@ def rename_pages(proc):
         new.write_text(json.dumps(nb, indent=1), encoding='utf-8')
         if new.name != p.name: moves[p.name] = new.name
     if not moves: return pages
-    pat = re.compile(r'(?<![\w.-])(' + '|'.join(map(re.escape, moves)) + r')')  # links and sidebar entries to the old names
+    pat = re.compile(r'(?<![\w.-])(' + '|'.join(map(re.escape, moves)) + r')(?=$|[#?])')
     sub = lambda s: pat.sub(lambda m: moves[m.group(1)], s)
-    for p in proc.rglob('*.yml'): p.write_text(sub(p.read_text()))
+    for p in proc.rglob('*.yml'):  # sidebar entries
+        p.write_text(re.sub(r'(?m)^(\s*-?\s*(?:href:|file:)?\s*)(\S+)$', lambda m: m.group(1) + sub(m.group(2)), p.read_text()))
+    link = re.compile(r'(\]\(\s*<?|\bhref=["\'])([^)\s>"\']+)')  # link targets only: code that names a notebook keeps its name
     for p in proc.rglob('*.ipynb'):
         nb = read_nb(p)
         for c in nb['cells']:
-            if c['cell_type'] in ('markdown', 'raw'): c['source'] = sub(src(c))
+            if c['cell_type'] in ('markdown', 'raw'): c['source'] = link.sub(lambda m: m.group(1) + sub(m.group(2)), src(c))
         p.write_text(json.dumps(nb, indent=1), encoding='utf-8')
     return pages
+
+def fold_exported(proc):
+    "Fold the source nbdev shows for `#| exports` cells (Quarto's `code-fold: show` opens it; `true` keeps it closed)."
+    for p in proc.rglob('*.ipynb'):
+        nb, n = read_nb(p), 0
+        for c in nb['cells']:
+            s = src(c)
+            if c['cell_type'] == 'code' and s.startswith('#| code-fold: show\n#| code-summary: "Exported source"'):
+                c['source'] = s.replace('#| code-fold: show', '#| code-fold: true', 1); n += 1
+        if n: p.write_text(json.dumps(nb, indent=1), encoding='utf-8')
 
 def build_site(cfg, n_workers):
     "nbdev's `_pre_docs` without `_ensure_quarto`, then smalldocs instead of `quarto render`."
@@ -90,12 +114,15 @@ def build_site(cfg, n_workers):
                  f'on their own, so keep imports in cells of their own):\n{e}\n{"".join(root)}')
     readme_nb = nbformat.read(proc/cfg.readme_nb, as_version=4)  # before its links are renamed
     pages = rename_pages(proc)
+    fold_exported(proc)
     site = smalldocs_build(proc, quiet=True)
     for w in site.warnings:
         if not w.startswith(BENIGN): print(f'smalldocs warning: {w}')
     out = proc/cfg.doc_path.name  # nbdev.yml sets project.output-dir to doc_path
     shutil.rmtree(cfg.doc_path, ignore_errors=True)
     shutil.move(out, cfg.doc_path)
+    offline.install_assets(cfg.doc_path)
+    offline.rewrite_site(cfg.doc_path, cfg, pages)
     return proc, pages, readme_nb
 
 def readme(nb):
@@ -208,14 +235,36 @@ def check(cfg, proc, pages):
                 errs.append(f'{where} is not mentioned on {page.name}: say what it is in a markdown cell')
     return errs, n_pages, n_imgs
 
+DOLLARS = ("a `$...$` is maths only when the opening `$` has a non-space on its right and the closing `$` a non-space "
+           "on its left, with no digit right after it (Pandoc's rule, which Quarto follows): fix the notebook's markdown")
+
+def check_in_browser(cfg, pages):
+    "Every page of the site in headless Chromium (.ci/browser.py): the problems, and a line that sums it up."
+    docs, t0 = cfg.doc_path, time.time()
+    source = {Path(pg).with_suffix('.html').as_posix(): f'nbs/{nb}' for nb, pg in pages.items()}
+    try: res = browser.check_pages(docs, sorted(f.relative_to(docs).as_posix() for f in docs.rglob('*.html')))
+    except (RuntimeError, TimeoutError) as e: return [f'the browser check could not run: {e}'], 'no browser check'
+    errs = [f'{p}{f" ({source[p]})" if p in source else ""}: {e}{f"; {DOLLARS}" if e.startswith("raw maths") and "$" in e else ""}'
+            for p, r in res.items() for e in r['problems']]
+    tot = {k: sum(r[k] for r in res.values()) for k in ('formulas', 'typeset', 'diagrams', 'drawn')}
+    slowest = max(res.items(), key=lambda kv: kv[1]['seconds'], default=(None, {'seconds': 0}))
+    return errs, (f"{len(res)} pages in Chromium: {tot['typeset']}/{tot['formulas']} formulas typeset, "
+                  f"{tot['drawn']}/{tot['diagrams']} diagrams drawn ({time.time()-t0:.0f}s, slowest {slowest[0]} "
+                  f"{slowest[1]['seconds']:.1f}s)")
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--check-readme', action='store_true', help='fail when README.md is not what index.ipynb makes')
+    ap.add_argument('--no-browser', action='store_true', help='skip the checks in headless Chromium')
     ap.add_argument('--n_workers', type=int, default=2, help='processes that process notebooks')
     args = ap.parse_args()
     cfg, t0 = get_config(), time.time()
     proc, pages, readme_nb = build_site(cfg, args.n_workers)
     errs, n_pages, n_imgs = check(cfg, proc, pages)
+    errs += offline.check_site(cfg.doc_path, cfg)
+    t_build, seen = time.time() - t0, 'browser check skipped (--no-browser)'
+    if not args.no_browser:
+        b_errs, seen = check_in_browser(cfg, pages); errs += b_errs
     stale = []
     for name, data in readme(readme_nb).items():
         f = cfg.config_path/name
@@ -225,7 +274,8 @@ def main():
         errs.append(f'{", ".join(stale)} differed from what {cfg.readme_nb} makes (now rewritten): '
                     'run `python .ci/docs.py` and commit the result')
     for e in errs: print(f'docs error: {e}', file=sys.stderr)
-    print(f'docs: {n_pages} pages, {n_imgs} images, README {"stale" if stale else "up to date"} ({time.time()-t0:.0f}s)')
+    print(f'docs: {n_pages} pages, {n_imgs} images, README {"stale" if stale else "up to date"}; {seen} '
+          f'({time.time()-t0:.0f}s, the build {t_build:.0f}s)')
     if errs: sys.exit(f'docs: {len(errs)} problem(s), listed above')
 
 if __name__ == '__main__': main()
