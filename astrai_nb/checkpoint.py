@@ -4,12 +4,12 @@
 
 # %% ../nbs/31_checkpoint.ipynb #1ba1ba97
 from __future__ import annotations
-import json, os, re, shutil, time, hashlib, warnings
+import errno, json, os, pickle, re, shutil, time, hashlib, warnings
 from pathlib import Path
 import torch
 from torch import Tensor
 from safetensors.torch import save_file, load_file
-from safetensors import safe_open
+from safetensors import safe_open, SafetensorError
 from fastcore.basics import patch
 
 # %% auto #0
@@ -19,9 +19,12 @@ __all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'CheckpointError', 'Checkpoint',
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
 META, WEIGHTS = 'meta.json', 'state_dict.safetensors'
+_EXTRA_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')        # an extra state's name: it becomes the file <name>.pt
+_FILE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]*')    # a file inside a checkpoint: no '/', no '..', not hidden
+_REQUIRED = {'format_version': int, 'epoch': int, 'iteration': int, 'extra': list, 'files': dict}   # meta.json's own keys
 
 class CheckpointError(ValueError):
-    "A checkpoint directory that is missing, incomplete or damaged."
+    "A checkpoint directory that is missing, incomplete, damaged or not written by `Checkpoint.save`."
 
 def _sha256(path:Path, chunk:int=1 << 20) -> str:
     "SHA-256 of a file, read in chunks."
@@ -72,58 +75,158 @@ def step_dir(ckpt_dir, iteration:int) -> Path:
     "The directory of the checkpoint at `iteration`."
     return Path(ckpt_dir) / f'step_{iteration}'
 
+def _tensor_bytes(obj) -> int:
+    "Bytes of the tensors in `obj`, looking inside dicts, lists and tuples."
+    if isinstance(obj, Tensor): return obj.nelement() * obj.element_size()
+    if isinstance(obj, dict): return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)): return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+def _free_space(path:Path) -> int:
+    "Free bytes on the file system of `path` (or of its nearest existing parent)."
+    while not path.exists() and path != path.parent: path = path.parent
+    return shutil.disk_usage(path).free
+
+def _check_space(ckpt_dir:Path, need:int):
+    "Raise ENOSPC when `ckpt_dir` has less than `need` bytes free."
+    if need > _free_space(ckpt_dir): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+def _os_error(e:BaseException) -> OSError|None:
+    "The operating-system error behind a failed write: `e` itself, the one `torch.save` ran into, or the errno in safetensors' message."
+    while e is not None:
+        if isinstance(e, OSError): return e
+        if isinstance(e, SafetensorError) and (m := re.search(r'\(os error (\d+)\)', str(e))):
+            return OSError(int(m.group(1)), os.strerror(int(m.group(1))))
+        e = e.__cause__ or e.__context__
+    return None
+
+def _write_error(e:OSError, name:str, ckpt_dir:Path, need:int) -> OSError:
+    "One line for a checkpoint that could not be written: the space needed and free for a full disk, else the system's reason."
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        msg = (f"no space left on device writing checkpoint {name} into {ckpt_dir}: needs at least {need / 1e6:.1f} MB, "
+               f"{_free_space(ckpt_dir) / 1e6:.1f} MB free; make room there or choose another ckpt_dir (earlier checkpoints are untouched)")
+    else: msg = f"could not write checkpoint {name} into {ckpt_dir}: {e.strerror or e}"
+    err = OSError(msg)
+    err.errno = e.errno
+    return err
+
+def _bytes_in(d:Path) -> int:
+    "Bytes of the files directly in `d` (0 if it is gone)."
+    try: return sum(f.stat().st_size for f in d.iterdir() if f.is_file())
+    except OSError: return 0
+
 @patch
 def save(self:Checkpoint, ckpt_dir) -> Path:
-    "Write the checkpoint atomically to `ckpt_dir/step_<iteration>`; return that path."
+    "Write the checkpoint atomically to `ckpt_dir/step_<iteration>`; return that path. A failed write raises one `OSError`."
+    for name in self.extra:
+        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name):
+            raise ValueError(f"extra state name {name!r} is not a plain identifier (letters, digits, _): it becomes the file <name>.pt inside the checkpoint")
+    if clash := sorted(set(self.meta) & {*_REQUIRED, 'timestamp'}):
+        raise ValueError(f"meta keys {clash} are the checkpoint's own record in {META}; keep these facts under other names")
     ckpt_dir = Path(ckpt_dir)
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
     final = step_dir(ckpt_dir, self.iteration)
     tmp = ckpt_dir / f'.tmp_{final.name}_{os.getpid()}_{time.time_ns()}'
-    tmp.mkdir()
+    tensors, aliases = _split_aliases(self.state_dict)
+    need = _tensor_bytes(tensors) + _tensor_bytes(self.extra)
     try:
-        tensors, aliases = _split_aliases(self.state_dict)
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        _check_space(ckpt_dir, need)
+        tmp.mkdir()
         save_file(tensors, tmp / WEIGHTS, metadata={'aliases': json.dumps(aliases), 'format': 'pt'})
         _fsync(tmp / WEIGHTS)
         for name, obj in self.extra.items():
-            torch.save(obj, tmp / f'{name}.pt'); _fsync(tmp / f'{name}.pt')
+            with open(tmp / f'{name}.pt', 'wb') as f:       # a Python file, so a failed write reaches us as the OSError it is
+                torch.save(obj, f); f.flush(); os.fsync(f.fileno())
         if self.config is not None: _write_json(tmp / 'config.json', self.config)
         if self.train_config is not None: _write_json(tmp / 'train_config.json', self.train_config)
         files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
         _write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
                                  'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra), **self.meta})
-        if final.exists():                                   # same step saved before: swap it out
+        if final.exists():                                   # same step saved before: swap it out, or put it back
             old = ckpt_dir / f'.old_{final.name}_{time.time_ns()}'
-            final.rename(old); tmp.rename(final); shutil.rmtree(old, ignore_errors=True)
+            final.rename(old)
+            try: tmp.rename(final)
+            except BaseException: old.rename(final); raise
+            shutil.rmtree(old, ignore_errors=True)
         else: tmp.rename(final)
         fd = os.open(ckpt_dir, os.O_RDONLY)                  # make the rename itself durable
         try: os.fsync(fd)
         finally: os.close(fd)
-    except BaseException:
+    except BaseException as e:
+        written = _bytes_in(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, Exception) and (os_error := _os_error(e)) is not None:
+            raise _write_error(os_error, final.name, ckpt_dir, max(need, written)) from e
         raise
     return final
 
 # %% ../nbs/31_checkpoint.ipynb #f370b034
+def _short(v) -> str:
+    "`repr(v)`, cut to 60 characters."
+    r = repr(v)
+    return r if len(r) <= 60 else r[:57] + '...'
+
+def _check_meta(path:Path, meta) -> dict:
+    "`meta` if it has every key `save` writes, with its type, and lists every file that loading reads; else `CheckpointError`."
+    def bad(what): return CheckpointError(f"checkpoint {path}: {META} {what}; it was not written by Checkpoint.save (or was edited), so it is refused")
+    if not isinstance(meta, dict): raise bad(f"holds {type(meta).__name__}, not an object")
+    for key, typ in _REQUIRED.items():
+        if key not in meta: raise bad(f"has no {key!r}")
+        if type(meta[key]) is not typ: raise bad(f"has {key!r} = {_short(meta[key])}, not a {typ.__name__}")
+        if key == 'format_version' and meta[key] != FORMAT_VERSION:
+            raise CheckpointError(f"checkpoint {path} has format version {meta[key]}, this library reads {FORMAT_VERSION}")
+    for name in meta['extra']:
+        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name): raise bad(f"names the extra state {_short(name)}, which is not a plain identifier")
+    for name, info in meta['files'].items():
+        if not _FILE_NAME.fullmatch(name): raise bad(f"lists the file {_short(name)}, which is not a plain file name inside the checkpoint")
+        if not (isinstance(info, dict) and type(info.get('size')) is int and info['size'] >= 0
+                and isinstance(info.get('sha256'), str) and re.fullmatch('[0-9a-f]{64}', info['sha256'])):
+            raise bad(f"has files[{name!r}] = {_short(info)}, not {{'size': int, 'sha256': str}}")
+    for name in (WEIGHTS, *(f'{n}.pt' for n in meta['extra']), *(n for n in ('config.json', 'train_config.json') if (path / n).exists())):
+        if name not in meta['files']: raise bad(f"does not list {name} in 'files', so it cannot be verified")
+    if (m := re.fullmatch(r'step_(\d+)', path.name)) and int(m.group(1)) != meta['iteration']:
+        raise bad(f"says iteration {meta['iteration']}, but the directory is {path.name}")
+    return meta
+
 def check_checkpoint(path,               # a step_<iteration> directory
                      hashes:bool=True    # also compare SHA-256 (reads every file); False: sizes only
                     ) -> dict:           # the parsed meta.json
     "Raise `CheckpointError` unless `path` is a complete, undamaged checkpoint."
     path = Path(path)
     if not path.is_dir(): raise CheckpointError(f"checkpoint {path} does not exist or is not a directory")
-    try: meta = json.loads((path / META).read_text())
+    try: meta = json.loads((path / META).read_bytes())
     except FileNotFoundError: raise CheckpointError(f"checkpoint {path} has no {META}: it was not completely written") from None
-    except json.JSONDecodeError as e: raise CheckpointError(f"checkpoint {path}: {META} is damaged ({e})") from None
-    if meta.get('format_version') != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {path} has format version {meta.get('format_version')}, this library reads {FORMAT_VERSION}")
-    for name, info in meta['files'].items():
+    except (ValueError, RecursionError) as e: raise CheckpointError(f"checkpoint {path}: {META} is damaged ({e})") from None
+    except OSError as e: raise CheckpointError(f"checkpoint {path}: {META} cannot be read ({e.strerror})") from None
+    for name, info in _check_meta(path, meta)['files'].items():
         f = path / name
-        if not f.exists(): raise CheckpointError(f"checkpoint {path} is missing {name}")
-        if f.stat().st_size != info['size']:
-            raise CheckpointError(f"checkpoint {path}: {name} has {f.stat().st_size} bytes, {info['size']} were written (truncated or damaged)")
-        if hashes and _sha256(f) != info['sha256']: raise CheckpointError(f"checkpoint {path}: {name} does not match its SHA-256 (damaged)")
+        if not f.is_file(): raise CheckpointError(f"checkpoint {path} is missing {name}")
+        try:
+            if (size := f.stat().st_size) != info['size']:
+                raise CheckpointError(f"checkpoint {path}: {name} has {size} bytes, {info['size']} were written (truncated or damaged)")
+            if hashes and _sha256(f) != info['sha256']: raise CheckpointError(f"checkpoint {path}: {name} does not match its SHA-256 (damaged)")
+        except OSError as e: raise CheckpointError(f"checkpoint {path}: {name} cannot be read ({e.strerror})") from None
     return meta
 
 # %% ../nbs/31_checkpoint.ipynb #eb98c0f1
+def _reason(e:BaseException) -> str:
+    "The first sentence of an error's message."
+    return str(e).strip().split('\n')[0].split('. ')[0][:200]
+
+def _load_extra(path:Path, name:str, map_location):
+    "The extra state `name`, unpickled with `weights_only=True`; `CheckpointError` when it holds anything else or cannot be read."
+    f = path / f'{name}.pt'
+    try:
+        with open(f, 'rb') as fh:              # torch.load's own message for other formats advises weights_only=False
+            if fh.read(4) != b'PK\x03\x04': raise ValueError("it is not the zip archive torch.save writes")
+        return torch.load(f, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = f" ({m.group(1)})" if (m := re.search(r'GLOBAL (\S+)', str(e))) else ''
+        raise CheckpointError(f"checkpoint {path}: {f.name} holds objects other than tensors, numbers, strings and plain containers{found}, "
+                              "so it is refused: unpickling them could run code written into the file") from None
+    except (RuntimeError, OSError, ValueError, EOFError) as e:
+        raise CheckpointError(f"checkpoint {path}: {f.name} cannot be read ({_reason(e)})") from None
+
 @patch(cls_method=True)
 def load(cls:Checkpoint,
          path,                           # a step_<iteration> directory
@@ -133,10 +236,13 @@ def load(cls:Checkpoint,
     "Read a checkpoint written by `save`, after checking it is complete; never unpickles arbitrary objects."
     path = Path(path)
     meta = check_checkpoint(path, hashes)
-    state_dict = load_file(path / WEIGHTS)
-    with safe_open(path / WEIGHTS, 'pt') as f: aliases = json.loads((f.metadata() or {}).get('aliases', '{}'))
-    for alias, name in aliases.items(): state_dict[alias] = state_dict[name]
-    extra = {name: torch.load(path / f'{name}.pt', map_location=map_location, weights_only=True) for name in meta['extra']}
+    try:
+        state_dict = load_file(path / WEIGHTS)
+        with safe_open(path / WEIGHTS, 'pt') as f: aliases = json.loads((f.metadata() or {}).get('aliases', '{}'))
+        for alias, name in aliases.items(): state_dict[alias] = state_dict[name]
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"checkpoint {path}: {WEIGHTS} cannot be read ({_reason(e)})") from None
+    extra = {name: _load_extra(path, name, map_location) for name in meta['extra']}
     read = lambda n: json.loads((path / n).read_text()) if (path / n).exists() else None
     known = {'format_version', 'epoch', 'iteration', 'timestamp', 'files', 'extra'}
     return cls(state_dict, meta['epoch'], meta['iteration'], extra, {k: v for k, v in meta.items() if k not in known},
@@ -165,11 +271,16 @@ def _pid_alive(pid:int) -> bool:
     except PermissionError: return True
     return True
 
+def _complete(p:Path) -> bool:
+    "Whether `p` passes `check_checkpoint` (sizes only)."
+    try: check_checkpoint(p, hashes=False); return True
+    except CheckpointError: return False
+
 def prune_checkpoints(ckpt_dir, keep_last:int) -> list[Path]:
     "Delete all but the newest `keep_last` complete checkpoints and stale temporary directories; return what was deleted."
     if keep_last < 1: raise ValueError(f"keep_last must be >= 1, got {keep_last}")
     ckpt_dir, removed = Path(ckpt_dir), []
-    complete = [p for p in list_checkpoints(ckpt_dir) if (p / META).exists()]
+    complete = [p for p in list_checkpoints(ckpt_dir) if _complete(p)]
     removed += complete[:-keep_last]
     for p in ckpt_dir.glob('.tmp_step_*'):
         m = re.fullmatch(r'\.tmp_step_\d+_(\d+)_\d+', p.name)

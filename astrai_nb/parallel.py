@@ -4,7 +4,7 @@
 
 # %% ../nbs/32_parallel.ipynb #5e1c3fce
 from __future__ import annotations
-import gc, os, datetime, signal, threading
+import gc, os, datetime, signal, socket, sys, threading
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 import torch
@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 # %% auto #0
 __all__ = ['dist_env', 'threads_per_rank', 'setup_distributed', 'teardown_distributed', 'Terminated', 'on_sigterm',
            'deferred_sigterm', 'distributed_run', 'tie_aliases', 'Executor', 'DDPExecutor', 'FSDPExecutor',
-           'ExecutorFactory']
+           'ExecutorFactory', 'loopback_ifname', 'loopback_store', 'launch_local']
 
 # %% ../nbs/32_parallel.ipynb #eddaab95
 def dist_env() -> dict:
@@ -171,3 +171,45 @@ class ExecutorFactory:
         if parallel_mode not in cls.registry:
             raise ValueError(f"parallel_mode {parallel_mode!r} is not available; choose one of {sorted(cls.registry)}")
         return cls.registry[parallel_mode](**kwargs)
+
+# %% ../nbs/32_parallel.ipynb #7c3a9e02
+def loopback_ifname() -> str:
+    "The name of this machine's loopback interface ('lo' on Linux, 'lo0' on macOS)."
+    return next((name for _, name in socket.if_nameindex() if name.startswith('lo')), 'lo')
+
+def loopback_store() -> dist.TCPStore:
+    "A `TCPStore` server that listens on 127.0.0.1 only, on a free port (`.port`); other stores of this process may share it (`multi_tenant`)."
+    sock = socket.create_server(('127.0.0.1', 0))
+    return dist.TCPStore('127.0.0.1', sock.getsockname()[1], is_master=True, wait_for_workers=False, multi_tenant=True,
+                         master_listen_fd=sock.detach())
+
+@contextmanager
+def _environ(**values):
+    "Set environment variables for the block (the ranks inherit them), then restore them."
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try: yield
+    finally:
+        for k, v in old.items():
+            if v is None: os.environ.pop(k, None)
+            else: os.environ[k] = v
+
+def launch_local(nprocs:int,                  # ranks to start on this machine
+                 module_args:list[str],        # the arguments that follow `python -m module`
+                 module:str='astrai_nb.cli',   # what each rank runs
+                 prog:str='astrai_nb_train'    # the name in the one-line error
+                ) -> int|None:                 # None when every rank succeeded, 1 when one failed
+    "Run `python -m module *module_args` as `nprocs` ranks under torchrun on this machine, every socket on loopback; SIGTERM raises `Terminated`."
+    from torch.distributed.run import main as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    store, lo = loopback_store(), loopback_ifname()
+    try:
+        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo):
+            torchrun(['--rdzv_backend=static', '--master_addr=127.0.0.1', f'--master_port={store.port}', '--nnodes=1', '--node_rank=0',
+                      f'--nproc_per_node={nprocs}', '-m', module, *module_args])
+    except ChildFailedError as e:
+        print(f"{prog}: error: a rank failed (its message is above): {e.name}", file=sys.stderr); return 1
+    except SignalException as e: raise Terminated(f"stopped by signal {e.sigval.name}; every rank was stopped (their messages are above)") from None
+    finally: del store
+    return None
