@@ -573,8 +573,10 @@ class RunLock:
 RUN_FILES = ('metrics.jsonl', 'tensorboard')        # besides the step_* checkpoints, what a run writes into its ckpt_dir
 
 def _names(paths:list[Path]) -> str:
-    names = [p.name for p in paths]
-    return ', '.join(names if len(names) <= 4 else names[:2] + ['...'] + names[-1:])
+    "The files of a run, checkpoints summed up when there are many: '8 checkpoints step_5..step_40, metrics.jsonl'."
+    steps = [p.name for p in paths if p.name.startswith('step_')]
+    if len(steps) > 3: steps = [f"{len(steps)} checkpoints {steps[0]}..{steps[-1]}"]
+    return ', '.join(steps + [p.name for p in paths if not p.name.startswith('step_')])
 
 @patch
 def foreign_files(self:TrainContext) -> list[Path]:
