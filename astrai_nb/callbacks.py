@@ -16,9 +16,9 @@ from .model import DecoderBlock, flops_per_token, measure_peak_flops
 from .evaluate import evaluate_loss
 
 # %% auto #0
-__all__ = ['EVENTS', 'CancelStep', 'CancelTrain', 'NonFiniteError', 'Callback', 'run_callbacks', 'GradientCheckpointing',
-           'enable_gradient_checkpointing', 'GradientClipping', 'Throughput', 'Validation', 'MetricLogger',
-           'TensorBoardLogger', 'ProgressBar', 'CheckpointSaver']
+__all__ = ['EVENTS', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError', 'Callback', 'run_callbacks',
+           'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping', 'Throughput', 'Validation',
+           'MetricLogger', 'TensorBoardLogger', 'ProgressBar', 'CheckpointSaver']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -175,15 +175,21 @@ class TensorBoardLogger(Callback):
     def on_train_end(self, ctx): self.writer.close()
 
 # %% ../nbs/30_callbacks.ipynb #4fd44b35
+BAR_FORMAT = '{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_inv_fmt}{postfix}]'
+
 class ProgressBar(Callback):
-    "A tqdm bar over optimizer steps showing the loss and learning rate."
+    "A tqdm bar over optimizer steps: seconds per step, time left, the loss and the validation loss."
     order = 40
     def on_train_begin(self, ctx):
-        self.bar = tqdm(total=ctx.total_steps, initial=ctx.iteration, desc='train', unit='step', dynamic_ncols=True, mininterval=1.0)
+        self.bar = tqdm(total=ctx.total_steps, initial=ctx.iteration, desc='train', unit='step', dynamic_ncols=True,
+                        mininterval=1.0, bar_format=BAR_FORMAT)
+
     def on_step_end(self, ctx):
         post = {'loss': f"{ctx.metrics['loss']:.4f}"} if 'loss' in ctx.metrics else {}
         if 'val_loss' in ctx.metrics: post['val'] = f"{ctx.metrics['val_loss']:.4f}"
-        self.bar.set_postfix(post, refresh=False); self.bar.update(1)
+        self.bar.set_postfix(post, refresh=False)
+        self.bar.update(1)
+
     def on_train_end(self, ctx): self.bar.close()
 
 # %% ../nbs/30_callbacks.ipynb #79d1a704

@@ -63,9 +63,11 @@ class Checkpoint:
                  extra:dict|None=None,                # {'optimizer': ..., 'scheduler': ..., 'trainer_state': ...}: each saved as <name>.pt
                  meta:dict|None=None,                 # JSON-serialisable facts to keep in meta.json (consumed samples, losses...)
                  config:dict|None=None,               # the model config (config.json)
-                 train_config:dict|None=None):        # the training settings (train_config.json)
+                 train_config:dict|None=None,         # the training settings (train_config.json)
+                 assets:dict|None=None):              # other files to keep beside the weights, {file name: bytes} (the tokenizer)
         self.state_dict, self.epoch, self.iteration = state_dict, epoch, iteration
         self.extra, self.meta, self.config, self.train_config = extra or {}, meta or {}, config, train_config
+        self.assets = assets or {}
 
     def __repr__(self):
         return f"Checkpoint(epoch={self.epoch}, iteration={self.iteration}, tensors={len(self.state_dict)}, extra={sorted(self.extra)})"
@@ -121,7 +123,10 @@ def save(self:Checkpoint, ckpt_dir) -> Path:
     for name in self.extra:
         if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name):
             raise ValueError(f"extra state name {name!r} is not a plain identifier (letters, digits, _): it becomes the file <name>.pt inside the checkpoint")
-    if clash := sorted(set(self.meta) & {*_REQUIRED, 'timestamp'}):
+    for name in self.assets:
+        if not isinstance(name, str) or not _FILE_NAME.fullmatch(name) or name in (WEIGHTS, META) or name.endswith('.pt'):
+            raise ValueError(f"asset name {name!r} is not a plain file name of its own (no '/', not {WEIGHTS}, {META} or *.pt)")
+    if clash := sorted(set(self.meta) & {*_REQUIRED, 'timestamp', 'assets'}):
         raise ValueError(f"meta keys {clash} are the checkpoint's own record in {META}; keep these facts under other names")
     ckpt_dir = Path(ckpt_dir)
     final = step_dir(ckpt_dir, self.iteration)
@@ -139,9 +144,12 @@ def save(self:Checkpoint, ckpt_dir) -> Path:
                 torch.save(obj, f); f.flush(); os.fsync(f.fileno())
         if self.config is not None: _write_json(tmp / 'config.json', self.config)
         if self.train_config is not None: _write_json(tmp / 'train_config.json', self.train_config)
+        for name, data in self.assets.items():
+            with open(tmp / name, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
         files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
         _write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
-                                 'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra), **self.meta})
+                                 'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra), 'assets': sorted(self.assets),
+                                 **self.meta})
         if final.exists():                                   # same step saved before: swap it out, or put it back
             old = ckpt_dir / f'.old_{final.name}_{time.time_ns()}'
             final.rename(old)
@@ -244,9 +252,10 @@ def load(cls:Checkpoint,
         raise CheckpointError(f"checkpoint {path}: {WEIGHTS} cannot be read ({_reason(e)})") from None
     extra = {name: _load_extra(path, name, map_location) for name in meta['extra']}
     read = lambda n: json.loads((path / n).read_text()) if (path / n).exists() else None
-    known = {'format_version', 'epoch', 'iteration', 'timestamp', 'files', 'extra'}
+    assets = {name: (path / name).read_bytes() for name in meta.get('assets', []) if name in meta['files']}
+    known = {'format_version', 'epoch', 'iteration', 'timestamp', 'files', 'extra', 'assets'}
     return cls(state_dict, meta['epoch'], meta['iteration'], extra, {k: v for k, v in meta.items() if k not in known},
-               read('config.json'), read('train_config.json'))
+               read('config.json'), read('train_config.json'), assets)
 
 # %% ../nbs/31_checkpoint.ipynb #16fcef35
 def list_checkpoints(ckpt_dir) -> list[Path]:

@@ -12,7 +12,8 @@ import torch.distributed as dist
 from fastcore.script import anno_parser, Param
 from fastcore.docments import docments
 from .data import prepare_data, KINDS
-from .config import TrainConfig
+from .config import Config, TrainConfig, ModelConfig, PRESETS
+from .model import num_params
 from .strategy import TRAIN_TYPES
 from .callbacks import NonFiniteError
 from .trainer import TrainContext, TrainContextBuilder, Trainer
@@ -20,7 +21,7 @@ from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'run_script', 'prepare_summary', 'prepare', 'prepare_cli',
-           'train_parser', 'train_settings', 'train', 'train_cli']
+           'preset_sizes', 'config_parser', 'train_parser', 'train_settings', 'train', 'train_cli']
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 USER_ERRORS = (ValueError, TypeError, OSError, NonFiniteError)  # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
@@ -97,28 +98,48 @@ def prepare_cli(argv:list[str]|None=None) -> int|None:
 DEFAULT_DATA = 'data/builtin'   # where the main job prepares the built-in corpus
 DEFAULT_STEPS = 300             # steps of the main job when neither max_steps nor data is given
 
-def _parse_value(kind:str):
-    "An argparse type for a TrainConfig annotation such as 'int | None'."
-    base = kind.split('|')[0].strip()
+def _parse_value(anno:str):
+    "An argparse type for a config annotation such as 'int | None': 'none' is None where None is allowed."
+    base = anno.split('|')[0].strip()
     def parse(s:str):
-        if 'None' in kind and s.lower() == 'none': return None
-        if base == 'bool':
-            if s.lower() in ('1', 'true', 'yes', 'on'): return True
-            if s.lower() in ('0', 'false', 'no', 'off'): return False
-            raise argparse.ArgumentTypeError(f"expected true or false, got {s!r}")
+        if 'None' in anno and s.lower() == 'none': return None
         return {'int': int, 'float': float}.get(base, str)(s)
     parse.__name__ = base
     return parse
 
+def preset_sizes() -> str:
+    "The model presets with their sizes, for `--model`'s help."
+    def size(name):
+        c = ModelConfig.from_preset(name)
+        return f"{name} ({num_params(c) / 1e6:,.1f} M parameters: dim {c.dim}, {c.n_layers} layers, vocab {c.vocab_size})"
+    return ', '.join(size(n) for n in PRESETS)
+
+def _is_path(name:str) -> bool: return any(k in name for k in ('path', 'dir', 'config', 'resume', 'tokenizer', 'out', 'input'))
+
+def config_parser(cls:type,                  # a `Config` dataclass: one flag per field, its comment as the help
+                  prog:str,                  # the script's name
+                  description:str,           # the first lines of --help
+                  choices:dict|None=None,    # allowed values of fields beyond the class's own `choices`
+                 ) -> argparse.ArgumentParser:
+    "A parser with one flag per field of `cls`: typed values, named choices, --flag/--no-flag booleans, defaults shown."
+    p = argparse.ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
+    choices = {**cls.choices, **(choices or {})}
+    for name, d in docments(cls, full=True, returns=False).items():
+        anno, text = str(d['anno']), d['docment'] + (f": {preset_sizes()}" if name == 'model' else '')
+        if anno.startswith('bool'): kw = dict(action=argparse.BooleanOptionalAction)
+        else:
+            base = anno.split('|')[0].strip()
+            meta = ('{' + ','.join(choices[name]) + '}' if name in choices else 'PATH' if base == 'str' and _is_path(name)
+                    else {'str': 'TEXT'}.get(base, base.upper()))
+            kw = dict(type=_parse_value(anno), metavar=meta, nargs='+' if base.startswith('list') else None)
+        p.add_argument(f'--{name}', help=f"{text} (default: {d['default']})", **kw)
+    return p
+
 def train_parser() -> argparse.ArgumentParser:
     "The `astrai_nb_train` argument parser, built from `TrainConfig`'s fields and their comments."
-    p = argparse.ArgumentParser(prog='astrai_nb_train', argument_default=argparse.SUPPRESS,
-                                description='Train a model (pretraining by default); runs alone or under torchrun.')
-    p.add_argument('--config', help='a JSON file of any of these settings; flags on the command line win')
-    for name, d in docments(TrainConfig, full=True, returns=False).items():
-        kind = str(d['anno'])
-        extra = {'nargs': '?', 'const': True} if kind.startswith('bool') else {}
-        p.add_argument(f'--{name}', type=_parse_value(kind), help=f"{d['docment']} (default: {d['default']})", **extra)
+    p = config_parser(TrainConfig, 'astrai_nb_train', 'Train a model (pretraining by default); runs alone or under torchrun.',
+                      {'train_type': TRAIN_TYPES, 'model': tuple(PRESETS)})
+    p.add_argument('--config', metavar='JSON', help='a JSON file of any of these settings; flags on the command line win')
     return p
 
 # %% ../nbs/50_cli.ipynb #53d7934a

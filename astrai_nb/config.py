@@ -10,7 +10,7 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'Config', 'ModelConfig', 'TrainConfig']
+__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES', 'Config', 'ModelConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -35,6 +35,7 @@ def _check_type(owner:str, name:str, value, tp:str):
 
 class Config:
     "Base of the library's dataclass configs: type checks, validation on construction, JSON round trip."
+    choices = {}                      # field -> its allowed values: checked by `validate`, named in `--help`
     def __post_init__(self): self.check_types(); self.validate()
 
     def check_types(self):
@@ -150,6 +151,7 @@ def from_preset(cls:ModelConfig, name:str, **overrides) -> ModelConfig:
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
 PRECISIONS = ('auto', 'fp32', 'bf16', 'fp16')
 PARALLEL_MODES = ('none', 'ddp', 'fsdp')
+NAN_POLICIES = ('stop', 'skip')
 
 @dataclass
 class TrainConfig(Config):
@@ -160,7 +162,7 @@ class TrainConfig(Config):
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
     resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
     overwrite: bool = False               # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
-    model: str = 'small'                  # model preset (see PRESETS)
+    model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs
     n_epoch: int = 1                      # epochs, when max_steps is None
@@ -200,14 +202,14 @@ class TrainConfig(Config):
 def _one_of(owner, name, value, allowed):
     if value not in allowed: raise ValueError(f"{owner}.{name}={value!r} is not one of {list(allowed)}")
 
+TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
+                       'nan_policy': NAN_POLICIES}
+
 @patch
 def validate(self:TrainConfig):
     "Check ranges and choices; raise an error that names the bad field."
     T = 'TrainConfig'
-    _one_of(T, 'schedule_type', self.schedule_type, SCHEDULE_TYPES)
-    _one_of(T, 'precision', self.precision, PRECISIONS)
-    _one_of(T, 'parallel_mode', self.parallel_mode, PARALLEL_MODES)
-    _one_of(T, 'nan_policy', self.nan_policy, ('stop', 'skip'))
+    for name, allowed in self.choices.items(): _one_of(T, name, getattr(self, name), allowed)
     for name in ('n_epoch', 'batch_per_device', 'grad_accum_steps', 'ckpt_interval', 'keep_last', 'log_interval', 't_mult', 'nprocs'):
         if getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be >= 1, got {getattr(self, name)}")
     for name in ('max_steps', 'window_size', 'cycle_length'):

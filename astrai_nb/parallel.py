@@ -4,7 +4,7 @@
 
 # %% ../nbs/32_parallel.ipynb #5e1c3fce
 from __future__ import annotations
-import gc, os, datetime, signal, socket, sys, threading
+import gc, os, datetime, signal, socket, sys, threading, warnings
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 import torch
@@ -13,9 +13,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 # %% auto #0
-__all__ = ['dist_env', 'threads_per_rank', 'setup_distributed', 'teardown_distributed', 'Terminated', 'on_sigterm',
-           'deferred_sigterm', 'distributed_run', 'tie_aliases', 'Executor', 'DDPExecutor', 'FSDPExecutor',
-           'ExecutorFactory', 'loopback_ifname', 'loopback_store', 'launch_local']
+__all__ = ['VIEW_WARNING', 'dist_env', 'threads_per_rank', 'setup_distributed', 'teardown_distributed', 'Terminated',
+           'on_sigterm', 'deferred_sigterm', 'distributed_run', 'tie_aliases', 'Executor', 'DDPExecutor',
+           'FSDPExecutor', 'ExecutorFactory', 'loopback_ifname', 'loopback_store', 'launch_local']
 
 # %% ../nbs/32_parallel.ipynb #eddaab95
 def dist_env() -> dict:
@@ -145,6 +145,8 @@ class DDPExecutor(_Distributed):
     def accumulate(self, model:nn.Module, last:bool): return nullcontext() if last else model.no_sync()
 
 # %% ../nbs/32_parallel.ipynb #a4a4c60c
+VIEW_WARNING = r'FSDP2-wrapped module \(FSDPTransformer\) returned a view tensor'   # the model's sliced logits
+
 class FSDPExecutor(_Distributed):
     "FSDP2 (`fully_shard`): each rank holds 1/W of every parameter, gradient and optimizer moment."
     mode = 'fsdp'
@@ -154,6 +156,7 @@ class FSDPExecutor(_Distributed):
     def prepare(self, model:nn.Module) -> nn.Module:
         try: from torch.distributed.fsdp import fully_shard
         except ImportError: from torch.distributed._composable.fsdp import fully_shard    # torch 2.5
+        warnings.filterwarnings('ignore', message=VIEW_WARNING, category=UserWarning)   # harmless for our losses: see above
         for block in model.layers: fully_shard(block, reshard_after_forward=self.reshard_after_forward)
         return fully_shard(model, reshard_after_forward=self.reshard_after_forward)
 

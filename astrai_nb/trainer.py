@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
-from .config import ModelConfig, TrainConfig
+from .config import ModelConfig, TrainConfig, PRESETS
 from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
@@ -252,7 +252,11 @@ class TrainContextBuilder:
         if self.model is not None: cfg = self.model.cfg
         elif c.model_config is not None: cfg = ModelConfig.load(c.model_config)
         elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists(): cfg = ModelConfig.load(Path(c.param_path) / 'config.json')
-        else: cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
+        else:
+            cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
+            preset = PRESETS[c.model]['vocab_size']
+            if vocab_size and vocab_size != preset and self.rank == 0:
+                print(f"model: the {c.model} preset with the data's vocabulary of {vocab_size:,} ids (the preset has {preset:,})")
         if vocab_size and vocab_size > cfg.vocab_size:
             raise ValueError(f"the data's tokenizer has {vocab_size} tokens but the model's vocab_size is {cfg.vocab_size}: "
                              f"use a model config with vocab_size >= {vocab_size}, or prepare the data with --vocab_size {cfg.vocab_size}")
@@ -482,6 +486,14 @@ def trainer_state(ctx:TrainContext) -> dict:
             'callbacks': {type(cb).__name__: cb.state_dict() for cb in ctx.callbacks if hasattr(cb, 'state_dict')}}
 
 @patch
+def tokenizer_files(self:TrainContext) -> dict[str, bytes]:
+    "The data's tokenizer files, kept in every checkpoint so that a step directory stands on its own (generation, export)."
+    if self.data_info is None: return {}
+    root = Path(self.data_info['path'])
+    return {n: (root / n).read_bytes() for n in ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json')
+            if (root / n).exists()}
+
+@patch
 def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
     model_sd, optim_sd = self.executor.state_dicts(self.raw_model, self.optimizer)
@@ -491,7 +503,7 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
                            'trainer_state': trainer_state(self)},
                     meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
                           'data': self.data_info},
-                    config=self.model_config.to_dict(), train_config=self.config.to_dict())
+                    config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
     prune_checkpoints(self.ckpt_dir, keep_last)
     return path
