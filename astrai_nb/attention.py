@@ -14,7 +14,7 @@ from .mask import causal_mask
 from .rope import apply_rotary_emb, precompute_rope
 
 # %% auto #0
-__all__ = ['repeat_kv', 'KVCache', 'kv_cache_bytes', 'explicit_attention', 'Attention']
+__all__ = ['repeat_kv', 'KVCache', 'row_causal_mask', 'kv_cache_bytes', 'explicit_attention', 'Attention']
 
 # %% ../nbs/12_attention.ipynb #54a72b65
 def repeat_kv(x:Tensor,   # (B, n_kv_heads, S, head_dim)
@@ -27,22 +27,50 @@ def repeat_kv(x:Tensor,   # (B, n_kv_heads, S, head_dim)
 
 # %% ../nbs/12_attention.ipynb #a0a516ab
 class KVCache:
-    "Preallocated keys and values of one attention layer."
+    "Preallocated keys and values of one attention layer; rows may be at different positions."
     def __init__(self, batch_size:int, max_seq_len:int, n_kv_heads:int, head_dim:int, device=None, dtype=torch.float32):
         shape = (batch_size, n_kv_heads, max_seq_len, head_dim)
         self.k = torch.zeros(shape, device=device, dtype=dtype)
         self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.row_ids = torch.arange(batch_size, device=device)[:, None]    # (batch, 1): indexes rows at their own positions
 
-    def update(self, k:Tensor, v:Tensor, start_pos:int) -> tuple[Tensor, Tensor]:
-        "Write `k`, `v` (B, n_kv, T, hd) at `start_pos`; return all keys and values up to `start_pos + T`."
+    def update(self, k:Tensor, v:Tensor,      # (B, n_kv, T, hd) new keys and values of rows 0..B-1
+               start_pos:int|Tensor,          # position of the first new token: one int, or a (B,) tensor, one per row
+               kv_len:int|None=None           # positions returned (per-row `start_pos`: needed, the longest row's end)
+              ) -> tuple[Tensor, Tensor]:     # keys and values of positions 0..kv_len-1: (B, n_kv, kv_len, hd) each
+        "Write `k`, `v` at `start_pos` (each row at its own position if a tensor); return all keys and values up to `kv_len`."
         B, _, T, _ = k.shape
-        end = start_pos + T
-        if end > self.k.shape[2]:
-            raise ValueError(f"KV cache holds {self.k.shape[2]} positions; cannot write positions {start_pos}..{end - 1}")
         if B > self.k.shape[0]: raise ValueError(f"KV cache was made for batch size {self.k.shape[0]}, got {B}")
-        self.k[:B, :, start_pos:end] = k
-        self.v[:B, :, start_pos:end] = v
+        if isinstance(start_pos, Tensor):
+            if kv_len is None: raise ValueError("per-row start positions need kv_len, the number of positions to return")
+            end, rows = kv_len, self.row_ids[:B]
+            pos = start_pos[:, None] if T == 1 else start_pos[:, None] + torch.arange(T, device=k.device)  # (B, T)
+            self.k[rows, :, pos] = k.transpose(1, 2)                                         # (B, T, n_kv, hd) slots
+            self.v[rows, :, pos] = v.transpose(1, 2)
+        else:
+            end = start_pos + T if kv_len is None else kv_len
+            if start_pos + T > self.k.shape[2]:
+                raise ValueError(f"KV cache holds {self.k.shape[2]} positions; cannot write positions {start_pos}..{start_pos + T - 1}")
+            self.k[:B, :, start_pos:start_pos + T] = k
+            self.v[:B, :, start_pos:start_pos + T] = v
         return self.k[:B, :, :end], self.v[:B, :, :end]
+
+    def rows(self, start:int, stop:int) -> KVCache:
+        "A cache over rows `start..stop-1` of this one: views, so what is written into it lands here."
+        view = object.__new__(KVCache)
+        view.k, view.v, view.row_ids = self.k[start:stop], self.v[start:stop], self.row_ids[:stop - start]
+        return view
+
+def row_causal_mask(start_pos:Tensor,          # (B,) position of each row's first query
+                    seq_len:int,               # queries per row T
+                    kv_len:int,                # keys S (at least max(start_pos) + T)
+                    dtype:torch.dtype=torch.float32 # dtype of the mask
+                   ) -> Tensor:                # (B, 1, T, S): 0 where query t of row b may see key j, -inf elsewhere
+    "The causal mask of rows at different positions: query t of row b sees key j when j <= start_pos[b] + t."
+    last = start_pos[:, None] + torch.arange(seq_len, device=start_pos.device)                # (B, T) own position
+    j = torch.arange(kv_len, device=start_pos.device)                                         # (S,)
+    return torch.zeros(last.shape + (kv_len,), dtype=dtype, device=start_pos.device).masked_fill(
+        j > last[..., None], float('-inf'))[:, None]
 
 # %% ../nbs/12_attention.ipynb #75deb2f3
 def kv_cache_bytes(cfg:ModelConfig,                 # the model
@@ -83,7 +111,7 @@ class Attention(nn.Module):
         self.use_sdpa = True   # False: the explicit masked-softmax path
 
     def qkv(self, x:Tensor,                 # (B, T, dim)
-            cos:Tensor, sin:Tensor          # (T, head_dim) RoPE rows for x's positions
+            cos:Tensor, sin:Tensor          # (T, head_dim) RoPE rows for x's positions, or (B, T, head_dim) per row
            ) -> tuple[Tensor, Tensor, Tensor]: # q (B, H, T, hd); k, v (B, KV, T, hd); q and k rotated
         "Queries, keys and values of `x` (one stacked projection under autograd), queries and keys rotated by RoPE."
         B, T, _ = x.shape
@@ -93,19 +121,21 @@ class Attention(nn.Module):
         else:                         # inference: read each weight once, no copy (decoding is memory-bound)
             qkv = torch.cat((self.wq(x), self.wk(x), self.wv(x)), dim=-1)            # (B, T, (H+2KV)·hd)
         qkv = qkv.view(B, T, H + 2 * KV, hd)                                          # (B, T, H+2KV, hd)
-        qk = apply_rotary_emb(qkv[:, :, :H + KV], cos[:, None], sin[:, None])        # (B, T, H+KV, hd)
+        qk = apply_rotary_emb(qkv[:, :, :H + KV], cos.unsqueeze(-2), sin.unsqueeze(-2))  # (B, T, H+KV, hd)
         q, k = qk.transpose(1, 2).split((H, KV), dim=1)                               # (B, H, T, hd), (B, KV, T, hd)
         return q, k, qkv[:, :, H + KV:].transpose(1, 2)                               # v: (B, KV, T, hd)
 
     def forward(self, x:Tensor,             # (B, T, dim)
-                cos:Tensor, sin:Tensor,     # (T, head_dim) RoPE rows for positions start_pos..start_pos+T-1
+                cos:Tensor, sin:Tensor,     # (T, head_dim) RoPE rows for positions start_pos..start_pos+T-1, or (B, T, head_dim)
                 mask:Tensor|None=None,      # additive mask broadcastable to (B, n_heads, T, S); None: causal
                 kv_cache:KVCache|None=None, # cache to read past keys/values from and write new ones to
-                start_pos:int=0             # position of x's first token
+                start_pos:int|Tensor=0      # position of x's first token, or a (B,) tensor of them (then `mask` is needed)
                ) -> Tensor:                 # (B, T, dim)
         B, T, _ = x.shape
         q, k, v = self.qkv(x, cos, sin)                                               # (B, H, T, hd), (B, KV, T, hd) x2
-        if kv_cache is not None: k, v = kv_cache.update(k, v, start_pos)              # (B, KV, S, hd)
+        if kv_cache is not None:                  # per-row positions: the mask spans the keys to read
+            kv_len = mask.shape[-1] if isinstance(start_pos, Tensor) and mask is not None else None
+            k, v = kv_cache.update(k, v, start_pos, kv_len)                           # (B, KV, S, hd)
         S = k.shape[2]
         is_causal = mask is None and T == S and T > 1
         if mask is None and T < S and T > 1: mask = causal_mask(T, S, device=x.device, dtype=q.dtype)
@@ -117,4 +147,5 @@ class Attention(nn.Module):
             if is_causal: mask = causal_mask(T, S, device=x.device, dtype=q.dtype)
             out, _ = explicit_attention(q, k, v, mask, p)                             # (B, H, T, hd)
         out = out.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)          # (B, T, H*hd)
-        return self.resid_dropout(self.wo(out))
+        out = self.wo(out)                                                            # (B, T, dim)
+        return self.resid_dropout(out) if self.training else out

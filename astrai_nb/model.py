@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from .config import ModelConfig
 from .rope import precompute_rope
-from .attention import Attention, KVCache
+from .attention import Attention, KVCache, row_causal_mask
 
 # %% auto #0
 __all__ = ['RMSNorm', 'FeedForward', 'DecoderBlock', 'Transformer', 'param_counts', 'num_params', 'flops_per_token',
@@ -38,7 +38,8 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x:Tensor) -> Tensor:                             # (B, T, dim) -> (B, T, dim)
-        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))
+        out = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.dropout(out) if self.training else out                  # generating: one call less per layer
 
 # %% ../nbs/13_model.ipynb #c233d886
 class DecoderBlock(nn.Module):
@@ -52,7 +53,7 @@ class DecoderBlock(nn.Module):
         self.feed_forward = FeedForward(cfg)
 
     def forward(self, x:Tensor, cos:Tensor, sin:Tensor, mask:Tensor|None=None,
-                kv_cache:KVCache|None=None, start_pos:int=0) -> Tensor:   # (B, T, dim) -> (B, T, dim)
+                kv_cache:KVCache|None=None, start_pos:int|Tensor=0) -> Tensor:   # (B, T, dim) -> (B, T, dim)
         h = x + self.attention(self.attention_norm(x), cos, sin, mask, kv_cache, start_pos)
         return h + self.feed_forward(self.ffn_norm(h))
 
@@ -87,20 +88,33 @@ class Transformer(nn.Module):
         self.init_rope()
 
     def forward(self, input_ids:Tensor,               # (B, T) token ids
-                start_pos:int=0,                      # position of the first token (with a KV cache)
+                start_pos:int|Tensor=0,               # position of the first token (with a KV cache); a (B,) tensor: one per row
                 kv_caches:list[KVCache]|None=None,    # one cache per layer, from `make_kv_caches`
                 mask:Tensor|None=None                 # additive mask broadcastable to (B, H, T, S); None: causal
                ) -> Tensor:                           # (B, T, vocab_size) logits
         "Logits of the next token at every position."
         B, T = input_ids.shape
-        if start_pos + T > self.cfg.max_seq_len:
-            raise ValueError(f"sequence positions {start_pos}..{start_pos + T - 1} exceed max_seq_len={self.cfg.max_seq_len}")
-        cos, sin = self.rope_cos[start_pos:start_pos + T], self.rope_sin[start_pos:start_pos + T]
-        h = self.dropout(self.tok_embeddings(input_ids))                              # (B, T, dim)
+        if isinstance(start_pos, Tensor): start_pos, cos, sin, mask = self._row_positions(start_pos, T, mask)
+        else:
+            if start_pos + T > self.cfg.max_seq_len:
+                raise ValueError(f"sequence positions {start_pos}..{start_pos + T - 1} exceed max_seq_len={self.cfg.max_seq_len}")
+            cos, sin = self.rope_cos[start_pos:start_pos + T], self.rope_sin[start_pos:start_pos + T]
+        h = self.tok_embeddings(input_ids)                                            # (B, T, dim)
+        if self.training: h = self.dropout(h)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, mask, kv_caches[i] if kv_caches is not None else None, start_pos)
         logits = self.output(self.norm(h))                                            # (B, T, padded_vocab)
         return logits[..., :self.cfg.vocab_size]                                      # (B, T, vocab)
+
+    def _row_positions(self, start_pos:Tensor, T:int, mask:Tensor|None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        "`start_pos` (B,) on the model's device, the RoPE rows (B, T, hd) of each row's positions, and their mask (B, 1, T, S) unless given."
+        end = int(start_pos.max()) + T                # one number for all layers (no device sync for a CPU tensor)
+        if end > self.cfg.max_seq_len:
+            raise ValueError(f"sequence positions up to {end - 1} exceed max_seq_len={self.cfg.max_seq_len}")
+        start_pos = start_pos.to(self.rope_cos.device)
+        pos = start_pos[:, None] + torch.arange(T, device=start_pos.device)          # (B, T)
+        if mask is None: mask = row_causal_mask(start_pos, T, end, dtype=self.tok_embeddings.weight.dtype)  # (B, 1, T, S)
+        return start_pos, self.rope_cos[pos], self.rope_sin[pos], mask                # (B,), (B, T, hd) x2, mask
 
     def make_kv_caches(self, batch_size:int, max_seq_len:int|None=None, device=None, dtype=None) -> list[KVCache]:
         "Empty KV caches, one per layer, on the model's device and dtype unless given."
