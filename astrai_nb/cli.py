@@ -21,7 +21,8 @@ from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'run_script', 'prepare_summary', 'prepare', 'prepare_cli',
-           'preset_sizes', 'config_parser', 'train_parser', 'train_settings', 'train', 'train_cli']
+           'preset_sizes', 'config_parser', 'train_parser', 'train_settings', 'train', 'train_cli', 'export',
+           'export_cli']
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
@@ -213,3 +214,25 @@ def train_cli(argv:list[str]|None=None) -> int|None:
 if __name__ == '__main__' and getattr(globals().get('__spec__'), 'name', '') == 'astrai_nb.cli':
     # `python -m astrai_nb.cli ...` and `torchrun ... -m astrai_nb.cli ...`
     sys.exit(train_cli())
+
+# %% ../nbs/50_cli.ipynb #2dfade29
+def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
+    "The flags given on the command line (`sys.argv[1:]` by default), as settings."
+    return vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+def export(**settings) -> Path:
+    "Export a checkpoint step directory as a Hugging Face directory; print what was written and how to load it."
+    from astrai_nb.hf import ExportConfig, export_checkpoint   # lazy: only this script needs 41_hf (see 90_layout)
+    c = ExportConfig.from_dict(settings)
+    if c.param_path is None or c.out is None:
+        raise ValueError("--param_path CKPT_DIR/step_N and --out HF_DIR are both needed")
+    out = export_checkpoint(c.param_path, c.out, c.dtype, c.tokenizer)
+    print(f"astrai_nb_export: wrote {out} ({', '.join(sorted(p.name for p in out.iterdir()))})")
+    print(f"load it:  AutoModelForCausalLM.from_pretrained('{out}'), AutoTokenizer.from_pretrained('{out}')")
+    return out
+
+def export_cli(argv:list[str]|None=None) -> int|None:
+    "Console script `astrai_nb_export`."
+    from astrai_nb.hf import ExportConfig
+    parser = config_parser(ExportConfig, 'astrai_nb_export', 'Export a checkpoint as a Hugging Face Llama directory.')
+    return run_script('astrai_nb_export', lambda: export(**_settings(parser, argv)) and None)

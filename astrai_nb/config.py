@@ -40,8 +40,12 @@ class Config:
     def __post_init__(self): self.check_types(); self.validate()
 
     def check_types(self):
-        "Check every field against its annotation."
-        for f in fields(self): _check_type(type(self).__name__, f.name, getattr(self, f.name), f.type)
+        "Check every field against its annotation, and against its allowed values where `choices` names them."
+        for f in fields(self):
+            v = getattr(self, f.name)
+            _check_type(type(self).__name__, f.name, v, f.type)
+            if f.name in self.choices and v is not None and v not in self.choices[f.name]:
+                raise ValueError(f"{type(self).__name__}.{f.name}={v!r} is not one of {list(self.choices[f.name])}")
 
     def validate(self): return self
 
@@ -207,9 +211,6 @@ class TrainConfig(Config):
     tensorboard: bool = False             # also write the metrics as TensorBoard scalars to ckpt_dir/tensorboard
 
 # %% ../nbs/00_config.ipynb #bcae6f8b
-def _one_of(owner, name, value, allowed):
-    if value not in allowed: raise ValueError(f"{owner}.{name}={value!r} is not one of {list(allowed)}")
-
 TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
                        'nan_policy': NAN_POLICIES}
 
@@ -217,7 +218,6 @@ TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS,
 def validate(self:TrainConfig):
     "Check ranges and choices; raise an error that names the bad field."
     T = 'TrainConfig'
-    for name, allowed in self.choices.items(): _one_of(T, name, getattr(self, name), allowed)
     for name in ('n_epoch', 'batch_per_device', 'grad_accum_steps', 'ckpt_interval', 'keep_last', 'log_interval', 't_mult', 'nprocs'):
         if getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be >= 1, got {getattr(self, name)}")
     for name in ('max_steps', 'window_size', 'cycle_length'):

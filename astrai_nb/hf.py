@@ -5,13 +5,14 @@
 # %% ../nbs/41_hf.ipynb #5154a442
 from __future__ import annotations
 import json, os, re, shutil, tempfile
+from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import Tensor
 from fastcore.meta import delegates
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
-from .config import ModelConfig
+from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
 from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, list_checkpoints
@@ -19,7 +20,7 @@ from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, list_c
 # %% auto #0
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict', 'hf_token_ids',
            'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf', 'load_checkpoint_weights',
-           'load_pretrained', 'export_checkpoint']
+           'load_pretrained', 'export_checkpoint', 'ExportConfig']
 
 # %% ../nbs/41_hf.ipynb #d16ff34f
 def _dtype_name(dtype) -> str:
@@ -406,3 +407,13 @@ def export_checkpoint(param_path:str|Path,              # a checkpoint step dire
     model, tok, meta = _load_checkpoint(param_path, None, 'cpu', tokenizer)
     source = {'checkpoint': param_path.name, 'iteration': meta['iteration'], 'tokenizer_hash': tok.hash}
     return export_hf(model, out, dtype, tokenizer=tok, overwrite=replace, source=source)
+
+# %% ../nbs/41_hf.ipynb #ab5fdc6c
+@dataclass
+class ExportConfig(Config):
+    "The settings of `astrai_nb_export`."
+    param_path: str | None = None     # a checkpoint step directory, <ckpt_dir>/step_N
+    out: str | None = None            # the Hugging Face directory to write (an earlier export there is replaced)
+    dtype: str | None = None          # the weights' dtype in the export; None: the checkpoint's
+    tokenizer: str | None = None      # a directory holding the tokenizer, for a checkpoint that carries none
+ExportConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
