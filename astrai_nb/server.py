@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, concurrent.futures, hmac, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -24,7 +24,7 @@ from .generate import Event, Generator, SamplingParams
 from .hf import load_pretrained
 
 # %% auto #0
-__all__ = ['Stop', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest', 'CompletionRequest',
+__all__ = ['CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest', 'CompletionRequest',
            'validation_error', 'sampling_params', 'EngineThread', 'is_loopback', 'Guard', 'make_app', 'listen',
            'url_of', 'serve_in_thread', 'ServeConfig', 'serve', 'serve_benchmark', 'format_serve_report']
 
@@ -65,7 +65,7 @@ class ChatMessage(_Body):
 class StreamOptions(_Body):
     include_usage: bool = False                   # a last chunk, before [DONE], with the usage and no choices
 
-Stop = Annotated[str, Field(min_length=1)]
+_Stop = Annotated[str, Field(min_length=1)]
 
 class _Sampling(_Body):
     "The fields both endpoints take: OpenAI's, then vLLM's extensions (`extra_body` in the `openai` client)."
@@ -73,7 +73,7 @@ class _Sampling(_Body):
     max_tokens: int|None = Field(None, ge=1)      # tokens to generate at most (None: the server's default, cut to the room left)
     temperature: float|None = Field(None, ge=0, le=2)  # 0: greedy (None: 1)
     top_p: float|None = Field(None, gt=0, le=1)   # nucleus sampling (None: 1, off)
-    stop: list[Stop]|None = Field(None, max_length=4)  # up to 4 strings: the text ends just before the first that appears
+    stop: list[_Stop]|None = Field(None, max_length=4)  # up to 4 strings: the text ends just before the first that appears
     seed: int|None = Field(None, ge=0, lt=2**63)  # the same seed and settings give the same answer
     stream: bool = False                          # server-sent events, a chunk per piece of text
     stream_options: StreamOptions|None = None
@@ -254,17 +254,19 @@ async def _stream(reply:_Reply, events:AsyncIterator, include_usage:bool) -> Asy
     "The server-sent events of an answer; an engine failure becomes an error event."
     kw = {'usage': None} if include_usage else {}
     try:
-        if reply.chat: yield _sse(reply.chunk('', role=True, **kw))
-        async for e in events:
-            if e.text: yield _sse(reply.chunk(e.text, **kw))
-            if e.finished: yield _sse(reply.chunk(None, e.finish_reason, **kw)); n = len(e.request.output_ids)
+        async with aclosing(events):                     # closed however this ends: a client that left cancels the request
+            if reply.chat: yield _sse(reply.chunk('', role=True, **kw))
+            async for e in events:
+                if e.text: yield _sse(reply.chunk(e.text, **kw))
+                if e.finished: yield _sse(reply.chunk(None, e.finish_reason, **kw)); n = len(e.request.output_ids)
         if include_usage: yield _sse(reply._obj('chat.completion.chunk' if reply.chat else 'text_completion', [], usage=reply.usage(n)))
         yield 'data: [DONE]\n\n'
     except APIError as err: yield _sse(err.body())
 
 async def _whole(reply:_Reply, events:AsyncIterator) -> dict:
-    async for e in events:
-        if e.finished: return reply.whole(e.request.text, e.finish_reason, len(e.request.output_ids))
+    async with aclosing(events):
+        async for e in events:
+            if e.finished: return reply.whole(e.request.text, e.finish_reason, len(e.request.output_ids))
 
 class _SSEResponse(StreamingResponse):
     "A stream of server-sent events that closes its iterator however it ends, so a client that leaves cancels its request."
@@ -558,7 +560,7 @@ class ServeConfig(Config):
     model_name: str|None = None           # the model's id in /v1/models and in answers (None: from param_path, e.g. ckpt/step_300)
     max_batch: int = 8                    # requests decoded together (rows of the KV cache); more wait for a free row
     max_seq_len: int|None = None          # positions per request, prompt + answer (None: the model's max_seq_len)
-    max_new_tokens: int = 256             # the answer's length when a request gives no max_tokens (cut to the room left)
+    max_new_tokens: int = 256             # the answer's length when a request gives no max_tokens (cut to the limit and the room left)
     max_new_tokens_limit: int|None = None # the largest max_tokens a request may ask for (None: the context)
     dtype: str = 'float32'                # the weights' dtype when serving
     device: str|None = None               # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
@@ -574,9 +576,6 @@ class ServeConfig(Config):
             raise ValueError(f"{name}.api_key must be printable ASCII without spaces (it is sent in an HTTP header)")
         for f in ('max_batch', 'max_new_tokens', 'max_new_tokens_limit', 'threads', 'max_seq_len'):
             if (v := getattr(self, f)) is not None and v < 1: raise ValueError(f"{name}.{f} must be >= 1, got {v}")
-        if self.max_new_tokens_limit is not None and self.max_new_tokens > self.max_new_tokens_limit:
-            raise ValueError(f"{name}.max_new_tokens={self.max_new_tokens} is above max_new_tokens_limit={self.max_new_tokens_limit}: "
-                             "lower it, or raise the limit")
         return self
 ServeConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16'), 'log_level': ('critical', 'error', 'warning', 'info', 'debug')}
 
@@ -599,7 +598,7 @@ def serve(config:ServeConfig):
         generator = Generator(model, tok, c.max_batch, c.max_seq_len)
         name = c.model_name or _model_name(Path(c.param_path))
         local = is_loopback(c.host)
-        app = make_app(generator, name, c.api_key, min(c.max_new_tokens, generator.max_seq_len - 1), c.max_new_tokens_limit, local)
+        app = make_app(generator, name, c.api_key, c.max_new_tokens, c.max_new_tokens_limit, local)
         url = url_of(sock)
         n = sum(p.numel() for p in model.parameters())
         print(f"astrai_nb_serve: {name} ({n / 1e6:.1f}M parameters, {device}, {c.dtype}, {c.max_batch} rows of {generator.max_seq_len} "
@@ -647,7 +646,7 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
                     new_tokens:int=128,                 # tokens each stream generates (ignore_eos: exactly these)
                     prompt_len:int=16,                  # tokens of each random prompt
                     rounds:int=5,                       # timed rounds; each runs every number of streams once, interleaved
-                    threads:int=2,                      # PyTorch threads of the server (and of the engine alone)
+                    threads:int=1,                      # PyTorch threads of the server (and of the engine alone)
                     cfg:ModelConfig|None=None,          # the model (None: the small preset), random weights
                     seed:int=0                          # seeds the weights and the prompts
                    ) -> dict:                           # streams -> times to first text, tokens/s, speed-up, the engine's tokens/s
