@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 from torch import Tensor
 from fastcore.basics import patch
 from .config import Config, ModelConfig
@@ -18,8 +20,8 @@ from .model import Transformer
 
 # %% auto #0
 __all__ = ['MAX_NEW_TOKENS', 'SamplingParams', 'apply_penalties', 'filter_sorted', 'filter_logits', 'sample_sorted',
-           'Detokenizer', 'Request', 'Event', 'Generator', 'chat_repl', 'decode_speed', 'hf_generate_fn',
-           'decode_benchmark', 'format_decode_report']
+           'Detokenizer', 'Request', 'Event', 'column_major_weights', 'Generator', 'chat_repl', 'decode_speed',
+           'hf_generate_fn', 'decode_benchmark', 'format_decode_report']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -171,6 +173,15 @@ class Event:
     finished: bool            # the request is done
     finish_reason: str|None   # as `Request.finish_reason`
 
+# %% ../nbs/40_generate.ipynb #17aa196e
+def column_major_weights(model:nn.Module) -> nn.Module:
+    "Store every `nn.Linear` weight of `model` column-major, in place: same values and shapes, transposed in memory."
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.Linear) and mod.weight.is_contiguous():    # a tied weight is seen twice: once is enough
+                mod.weight.data = mod.weight.data.t().contiguous().t()
+    return model
+
 # %% ../nbs/40_generate.ipynb #1c97f844
 class Generator:
     "Continuous-batching generation over the KV cache: requests join the batch at the next `step` and leave when done."
@@ -178,7 +189,8 @@ class Generator:
                  tokenizer:TextTokenizer|None=None,     # for text in and out; None: token ids only
                  max_batch:int=8,                       # rows of the KV cache: the most requests decoded together
                  max_seq_len:int|None=None,             # positions per row, prompt + output (None: the model's max_seq_len)
-                 prefill_chunk:int=256):                # prompt positions per forward pass when prefilling
+                 prefill_chunk:int=256,                 # prompt positions per forward pass when prefilling
+                 column_major:bool|None=None):          # re-lay the weights for decoding (None: on the CPU)
         cfg = model.cfg
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
@@ -188,6 +200,7 @@ class Generator:
         if prefill_chunk < 1: raise ValueError(f"prefill_chunk must be >= 1, got {prefill_chunk}")
         self.model, self.tokenizer, self.max_batch, self.prefill_chunk = model.eval(), tokenizer, max_batch, prefill_chunk
         self.device, self.vocab_size = model.tok_embeddings.weight.device, cfg.vocab_size
+        if column_major or (column_major is None and self.device.type == 'cpu'): column_major_weights(model)
         with torch.inference_mode():
             self.caches = model.make_kv_caches(max_batch, self.max_seq_len)
             self.seen = torch.zeros(max_batch, cfg.vocab_size, dtype=torch.bool, device=self.device)  # the penalties' state
@@ -255,6 +268,16 @@ def wait(self:Generator, timeout:float|None=None) -> bool:
     "Sleep until a request is running or waiting (True) or `timeout` seconds have passed (False): a serving loop's idle."
     with self._work: return self._work.wait_for(lambda: self.busy, timeout)
 
+@patch
+def run(self:Generator,
+        on_events,                          # called with each step's list of events (in this thread)
+        stop:threading.Event,               # set it to end the loop
+        idle:float=0.1                      # seconds between checks of `stop` while there is no work
+       ):
+    "Step whenever there is work, until `stop` is set: the loop of a server's engine thread."
+    while not stop.is_set():
+        if self.wait(idle): on_events(self.step())
+
 # %% ../nbs/40_generate.ipynb #e8446e41
 @patch
 def step(self:Generator) -> list[Event]:
@@ -276,7 +299,8 @@ def step(self:Generator) -> list[Event]:
 def _decode(self:Generator) -> list[Event]:
     "One token for each running request: its last token, at its own position."
     ids = torch.tensor([[r.output_ids[-1]] for r in self.running], device=self.device)       # (n, 1)
-    pos = torch.tensor([r._pos for r in self.running])                                        # (n,) CPU
+    pos = [r._pos for r in self.running]
+    pos = pos[0] if len(set(pos)) == 1 else torch.tensor(pos)                                 # one int when all are in step
     logits = self.model(ids, pos, self.caches)[:, -1]                                         # (n, V)
     for r in self.running: r._pos += 1                                                        # its token is cached now
     return self._emit(self.running, logits, 0)
@@ -408,15 +432,23 @@ def _chat_params(g:Generator, params:SamplingParams|None) -> SamplingParams:
     return SamplingParams.from_dict({**params.to_dict(), 'stop_token_ids': [g.tokenizer.end_id, g.tokenizer.eos_id]})
 
 @patch
+def submit_chat(self:Generator,
+                messages:Sequence[Mapping],          # [{'role': 'system'|'user'|'assistant', 'content': str}, ...]
+                params:SamplingParams|None=None      # sampling settings; stop tokens default to <|end|> and <|eos|>
+               ) -> Request:
+    "Queue the assistant's reply to `messages` (the chat template with its generation prompt), as `submit` does."
+    _text_mode(self)
+    ids, _ = self.tokenizer.encode_chat(messages, add_generation_prompt=True)
+    return self.submit(ids, _chat_params(self, params))
+
+@patch
 def chat(self:Generator,
          messages:Sequence[Mapping],          # [{'role': 'system'|'user'|'assistant', 'content': str}, ...]
          params:SamplingParams|None=None,     # sampling settings; stop tokens default to <|end|> and <|eos|>
          stream:bool=False                    # return an iterator of text pieces instead of the text
         ) -> str|Iterator[str]:
     "The assistant's reply to `messages`, through the chat template; it ends at `<|end|>`."
-    _text_mode(self)
-    ids, _ = self.tokenizer.encode_chat(messages, add_generation_prompt=True)
-    r = self.submit(ids, _chat_params(self, params))
+    r = self.submit_chat(messages, params)
     if stream: return self._stream(r)
     while not r.finished: self.step()
     return r.text
