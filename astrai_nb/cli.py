@@ -11,7 +11,7 @@ import argparse, json, os, re
 import torch.distributed as dist
 from fastcore.script import anno_parser, Param
 from fastcore.docments import docments
-from .data import prepare_data, KINDS
+from .prepare import prepare_data, KINDS
 from .config import Config, TrainConfig, ModelConfig, PRESETS
 from .model import num_params
 from .strategy import TRAIN_TYPES
