@@ -85,7 +85,8 @@ class Throughput(Callback):
     def on_train_begin(self, ctx):
         if self.peak is None:
             with torch.random.fork_rng(devices=[ctx.device] if ctx.device.type == 'cuda' else []):
-                n = 8192 if ctx.device.type == 'cuda' else 2048 if ctx.compute_dtype == torch.float32 else 512  # CPU fp16 is slow
+                # CPU fp16 is slow
+                n = 8192 if ctx.device.type == 'cuda' else 2048 if ctx.compute_dtype == torch.float32 else 512
                 self.peak = measure_peak_flops(n, 3, ctx.device, ctx.compute_dtype) * ctx.world_size
         self.flops_per_token = flops_per_token(ctx.model_config, ctx.window_size)
         self.t = time.perf_counter()
@@ -162,7 +163,8 @@ class TensorBoardLogger(Callback):
     order = 31
     def __init__(self, log_dir):
         try: from torch.utils.tensorboard import SummaryWriter
-        except ImportError: raise ValueError("tensorboard=True needs the tensorboard package: pip install tensorboard") from None
+        except ImportError: raise ValueError("tensorboard=True needs the tensorboard package: pip "
+                                             "install tensorboard") from None
         self.log_dir, self.writer_cls = Path(log_dir), SummaryWriter
 
     def on_train_begin(self, ctx):

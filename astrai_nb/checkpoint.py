@@ -21,7 +21,8 @@ FORMAT_VERSION = 1
 META, WEIGHTS = 'meta.json', 'state_dict.safetensors'
 _EXTRA_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')        # an extra state's name: it becomes the file <name>.pt
 _FILE_NAME = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]*')    # a file inside a checkpoint: no '/', no '..', not hidden
-_REQUIRED = {'format_version': int, 'epoch': int, 'iteration': int, 'extra': list, 'files': dict}   # meta.json's own keys
+# meta.json's own keys
+_REQUIRED = {'format_version': int, 'epoch': int, 'iteration': int, 'extra': list, 'files': dict}
 
 class CheckpointError(ValueError):
     "A checkpoint directory that is missing, incomplete, damaged or not written by `Checkpoint.save`."
@@ -60,11 +61,14 @@ class Checkpoint:
     def __init__(self, state_dict:dict[str, Tensor],  # model weights
                  epoch:int=0,                         # epoch in progress
                  iteration:int=0,                     # optimizer steps taken
-                 extra:dict|None=None,                # {'optimizer': ..., 'scheduler': ..., 'trainer_state': ...}: each saved as <name>.pt
-                 meta:dict|None=None,                 # JSON-serialisable facts to keep in meta.json (consumed samples, losses...)
+                 # {'optimizer': ..., 'scheduler': ..., 'trainer_state': ...}: each saved as <name>.pt
+                 extra:dict|None=None,
+                 # JSON-serialisable facts to keep in meta.json (consumed samples, losses...)
+                 meta:dict|None=None,
                  config:dict|None=None,               # the model config (config.json)
                  train_config:dict|None=None,         # the training settings (train_config.json)
-                 assets:dict|None=None):              # other files to keep beside the weights, {file name: bytes} (the tokenizer)
+                 # other files to keep beside the weights, {file name: bytes} (the tokenizer)
+                 assets:dict|None=None):
         self.state_dict, self.epoch, self.iteration = state_dict, epoch, iteration
         self.extra, self.meta, self.config, self.train_config = extra or {}, meta or {}, config, train_config
         self.assets = assets or {}
@@ -105,8 +109,10 @@ def _os_error(e:BaseException) -> OSError|None:
 def _write_error(e:OSError, name:str, ckpt_dir:Path, need:int) -> OSError:
     "One line for a checkpoint that could not be written: the space needed and free for a full disk, else the system's reason."
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        msg = (f"no space left on device writing checkpoint {name} into {ckpt_dir}: needs at least {need / 1e6:.1f} MB, "
-               f"{_free_space(ckpt_dir) / 1e6:.1f} MB free; make room there or choose another ckpt_dir (earlier checkpoints are untouched)")
+        msg = (f"no space left on device writing checkpoint {name} into {ckpt_dir}: needs at least "
+               f"{need / 1e6:.1f} MB, "
+               f"{_free_space(ckpt_dir) / 1e6:.1f} MB free; make room there or choose another ckpt_dir "
+               "(earlier checkpoints are untouched)")
     else: msg = f"could not write checkpoint {name} into {ckpt_dir}: {e.strerror or e}"
     err = OSError(msg)
     err.errno = e.errno
@@ -117,49 +123,69 @@ def _bytes_in(d:Path) -> int:
     try: return sum(f.stat().st_size for f in d.iterdir() if f.is_file())
     except OSError: return 0
 
+def _check_names(ck:Checkpoint):
+    "Raise a `ValueError` for names that cannot become files of their own in the checkpoint (a programming error)."
+    for name in ck.extra:
+        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name):
+            raise ValueError(f"extra state name {name!r} is not a plain identifier (letters, digits, _): "
+                             "it becomes the file <name>.pt inside the checkpoint")
+    for name in ck.assets:
+        if not isinstance(name, str) or not _FILE_NAME.fullmatch(name) or name in (WEIGHTS, META) or name.endswith('.pt'):
+            raise ValueError(f"asset name {name!r} is not a plain file name of its own (no '/', not "
+                             f"{WEIGHTS}, {META} or *.pt)")
+    if clash := sorted(set(ck.meta) & {*_REQUIRED, 'timestamp', 'assets'}):
+        raise ValueError(f"meta keys {clash} are the checkpoint's own record in {META}; keep these "
+                         "facts under other names")
+
+def _write_bytes(path:Path, data:bytes):
+    "Write `data` and flush it to disk."
+    with open(path, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
+
+@patch
+def _write_into(self:Checkpoint, tmp:Path, tensors:dict, aliases:dict):
+    "Every file of the checkpoint into the empty directory `tmp`, meta.json (with each file's size and hash) last."
+    save_file(tensors, tmp / WEIGHTS, metadata={'aliases': json.dumps(aliases), 'format': 'pt'})
+    _fsync(tmp / WEIGHTS)
+    for name, obj in self.extra.items():
+        # a Python file, so a failed write reaches us as the OSError it is
+        with open(tmp / f'{name}.pt', 'wb') as f:
+            torch.save(obj, f); f.flush(); os.fsync(f.fileno())
+    if self.config is not None: _write_json(tmp / 'config.json', self.config)
+    if self.train_config is not None: _write_json(tmp / 'train_config.json', self.train_config)
+    for name, data in self.assets.items(): _write_bytes(tmp / name, data)
+    files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
+    _write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
+                             'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra),
+                             'assets': sorted(self.assets), **self.meta})
+
+def _swap_in(tmp:Path, final:Path):
+    "Rename `tmp` to `final` (a step saved before is swapped out, or put back if that fails) and make the rename durable."
+    if final.exists():
+        old = final.parent / f'.old_{final.name}_{time.time_ns()}'
+        final.rename(old)
+        try: tmp.rename(final)
+        except BaseException: old.rename(final); raise
+        shutil.rmtree(old, ignore_errors=True)
+    else: tmp.rename(final)
+    fd = os.open(final.parent, os.O_RDONLY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
+
 @patch
 def save(self:Checkpoint, ckpt_dir) -> Path:
     "Write the checkpoint atomically to `ckpt_dir/step_<iteration>`; return that path. A failed write raises one `OSError`."
-    for name in self.extra:
-        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name):
-            raise ValueError(f"extra state name {name!r} is not a plain identifier (letters, digits, _): it becomes the file <name>.pt inside the checkpoint")
-    for name in self.assets:
-        if not isinstance(name, str) or not _FILE_NAME.fullmatch(name) or name in (WEIGHTS, META) or name.endswith('.pt'):
-            raise ValueError(f"asset name {name!r} is not a plain file name of its own (no '/', not {WEIGHTS}, {META} or *.pt)")
-    if clash := sorted(set(self.meta) & {*_REQUIRED, 'timestamp', 'assets'}):
-        raise ValueError(f"meta keys {clash} are the checkpoint's own record in {META}; keep these facts under other names")
+    _check_names(self)
     ckpt_dir = Path(ckpt_dir)
     final = step_dir(ckpt_dir, self.iteration)
     tmp = ckpt_dir / f'.tmp_{final.name}_{os.getpid()}_{time.time_ns()}'
     tensors, aliases = _split_aliases(self.state_dict)
-    need = _tensor_bytes(tensors) + _tensor_bytes(self.extra)
+    need = _tensor_bytes(tensors) + _tensor_bytes(self.extra) + sum(len(b) for b in self.assets.values())
     try:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
         _check_space(ckpt_dir, need)
         tmp.mkdir()
-        save_file(tensors, tmp / WEIGHTS, metadata={'aliases': json.dumps(aliases), 'format': 'pt'})
-        _fsync(tmp / WEIGHTS)
-        for name, obj in self.extra.items():
-            with open(tmp / f'{name}.pt', 'wb') as f:       # a Python file, so a failed write reaches us as the OSError it is
-                torch.save(obj, f); f.flush(); os.fsync(f.fileno())
-        if self.config is not None: _write_json(tmp / 'config.json', self.config)
-        if self.train_config is not None: _write_json(tmp / 'train_config.json', self.train_config)
-        for name, data in self.assets.items():
-            with open(tmp / name, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
-        files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
-        _write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
-                                 'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra), 'assets': sorted(self.assets),
-                                 **self.meta})
-        if final.exists():                                   # same step saved before: swap it out, or put it back
-            old = ckpt_dir / f'.old_{final.name}_{time.time_ns()}'
-            final.rename(old)
-            try: tmp.rename(final)
-            except BaseException: old.rename(final); raise
-            shutil.rmtree(old, ignore_errors=True)
-        else: tmp.rename(final)
-        fd = os.open(ckpt_dir, os.O_RDONLY)                  # make the rename itself durable
-        try: os.fsync(fd)
-        finally: os.close(fd)
+        self._write_into(tmp, tensors, aliases)
+        _swap_in(tmp, final)
     except BaseException as e:
         written = _bytes_in(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -176,17 +202,21 @@ def _short(v) -> str:
 
 def _check_meta(path:Path, meta) -> dict:
     "`meta` if it has every key `save` writes, with its type, and lists every file that loading reads; else `CheckpointError`."
-    def bad(what): return CheckpointError(f"checkpoint {path}: {META} {what}; it was not written by Checkpoint.save (or was edited), so it is refused")
+    def bad(what): return CheckpointError(f"checkpoint {path}: {META} {what}; it was not written by "
+                                          "Checkpoint.save (or was edited), so it is refused")
     if not isinstance(meta, dict): raise bad(f"holds {type(meta).__name__}, not an object")
     for key, typ in _REQUIRED.items():
         if key not in meta: raise bad(f"has no {key!r}")
         if type(meta[key]) is not typ: raise bad(f"has {key!r} = {_short(meta[key])}, not a {typ.__name__}")
         if key == 'format_version' and meta[key] != FORMAT_VERSION:
-            raise CheckpointError(f"checkpoint {path} has format version {meta[key]}, this library reads {FORMAT_VERSION}")
+            raise CheckpointError(f"checkpoint {path} has format version {meta[key]}, this library "
+                                  f"reads {FORMAT_VERSION}")
     for name in meta['extra']:
-        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name): raise bad(f"names the extra state {_short(name)}, which is not a plain identifier")
+        if not isinstance(name, str) or not _EXTRA_NAME.fullmatch(name): raise bad("names the extra "
+                                                                                   f"state {_short(name)}, which is not a plain identifier")
     for name, info in meta['files'].items():
-        if not _FILE_NAME.fullmatch(name): raise bad(f"lists the file {_short(name)}, which is not a plain file name inside the checkpoint")
+        if not _FILE_NAME.fullmatch(name): raise bad(f"lists the file {_short(name)}, which is not a "
+                                                     "plain file name inside the checkpoint")
         if not (isinstance(info, dict) and type(info.get('size')) is int and info['size'] >= 0
                 and isinstance(info.get('sha256'), str) and re.fullmatch('[0-9a-f]{64}', info['sha256'])):
             raise bad(f"has files[{name!r}] = {_short(info)}, not {{'size': int, 'sha256': str}}")
@@ -203,17 +233,23 @@ def check_checkpoint(path,               # a step_<iteration> directory
     path = Path(path)
     if not path.is_dir(): raise CheckpointError(f"checkpoint {path} does not exist or is not a directory")
     try: meta = json.loads((path / META).read_bytes())
-    except FileNotFoundError: raise CheckpointError(f"checkpoint {path} has no {META}: it was not completely written") from None
-    except (ValueError, RecursionError) as e: raise CheckpointError(f"checkpoint {path}: {META} is damaged ({e})") from None
+    except FileNotFoundError: raise CheckpointError(f"checkpoint {path} has no {META}: it was not "
+                                                    "completely written") from None
+    except (ValueError, RecursionError) as e: raise CheckpointError(f"checkpoint {path}: {META} is "
+                                                                    f"damaged ({e})") from None
     except OSError as e: raise CheckpointError(f"checkpoint {path}: {META} cannot be read ({e.strerror})") from None
     for name, info in _check_meta(path, meta)['files'].items():
         f = path / name
         if not f.is_file(): raise CheckpointError(f"checkpoint {path} is missing {name}")
         try:
             if (size := f.stat().st_size) != info['size']:
-                raise CheckpointError(f"checkpoint {path}: {name} has {size} bytes, {info['size']} were written (truncated or damaged)")
-            if hashes and _sha256(f) != info['sha256']: raise CheckpointError(f"checkpoint {path}: {name} does not match its SHA-256 (damaged)")
-        except OSError as e: raise CheckpointError(f"checkpoint {path}: {name} cannot be read ({e.strerror})") from None
+                raise CheckpointError(f"checkpoint {path}: {name} has {size} bytes, {info['size']} "
+                                      "were written (truncated or damaged)")
+            if hashes and _sha256(f) != info['sha256']: raise CheckpointError(f"checkpoint {path}: "
+                                                                              f"{name} does not match "
+                                                                              "its SHA-256 (damaged)")
+        except OSError as e: raise CheckpointError(f"checkpoint {path}: {name} cannot be read "
+                                                   f"({e.strerror})") from None
     return meta
 
 # %% ../nbs/31_checkpoint.ipynb #eb98c0f1
@@ -230,7 +266,8 @@ def _load_extra(path:Path, name:str, map_location):
         return torch.load(f, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         found = f" ({m.group(1)})" if (m := re.search(r'GLOBAL (\S+)', str(e))) else ''
-        raise CheckpointError(f"checkpoint {path}: {f.name} holds objects other than tensors, numbers, strings and plain containers{found}, "
+        raise CheckpointError(f"checkpoint {path}: {f.name} holds objects other than tensors, numbers, "
+                              f"strings and plain containers{found}, "
                               "so it is refused: unpickling them could run code written into the file") from None
     except (RuntimeError, OSError, ValueError, EOFError) as e:
         raise CheckpointError(f"checkpoint {path}: {f.name} cannot be read ({_reason(e)})") from None

@@ -26,7 +26,8 @@ def _check_type(owner:str, name:str, value, tp:str):
     if tp.startswith('int'): ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp.startswith('float'):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and not math.isfinite(value):          # NaN slips through every range check (nan < 0 and nan > 0 are both False)
+        # NaN slips through every range check (nan < 0 and nan > 0 are both False)
+        if ok and not math.isfinite(value):
             raise ValueError(f"{owner}.{name} must be a finite number, got {value}")
     elif tp.startswith('bool'): ok = isinstance(value, bool)
     elif tp.startswith('str'): ok = isinstance(value, str)
@@ -39,8 +40,12 @@ class Config:
     def __post_init__(self): self.check_types(); self.validate()
 
     def check_types(self):
-        "Check every field against its annotation."
-        for f in fields(self): _check_type(type(self).__name__, f.name, getattr(self, f.name), f.type)
+        "Check every field against its annotation, and against its allowed values where `choices` names them."
+        for f in fields(self):
+            v = getattr(self, f.name)
+            _check_type(type(self).__name__, f.name, v, f.type)
+            if f.name in self.choices and v is not None and v not in self.choices[f.name]:
+                raise ValueError(f"{type(self).__name__}.{f.name}={v!r} is not one of {list(self.choices[f.name])}")
 
     def validate(self): return self
 
@@ -68,8 +73,10 @@ class Config:
         path = Path(path)
         if not path.exists(): raise FileNotFoundError(f"{cls.__name__} file {path} does not exist")
         try: d = json.loads(path.read_text())
-        except json.JSONDecodeError as e: raise ValueError(f"{cls.__name__} file {path} is not valid JSON: {e}") from None
-        if not isinstance(d, dict): raise ValueError(f"{cls.__name__} file {path} must hold a JSON object, got {type(d).__name__}")
+        except json.JSONDecodeError as e: raise ValueError(f"{cls.__name__} file {path} is not valid "
+                                                           f"JSON: {e}") from None
+        if not isinstance(d, dict): raise ValueError(f"{cls.__name__} file {path} must hold a JSON "
+                                                     f"object, got {type(d).__name__}")
         return cls.from_dict(d)
 
 # %% ../nbs/00_config.ipynb #27a76aac
@@ -116,16 +123,19 @@ def validate(self:ModelConfig):
         v = getattr(self, name)
         if v <= 0: raise ValueError(f"ModelConfig.{name} must be a positive integer, got {v}")
     if self.hidden_dim is not None and self.hidden_dim <= 0:
-        raise ValueError(f"ModelConfig.hidden_dim must be positive (or None for the 2/3·4·dim rule), got {self.hidden_dim}")
+        raise ValueError("ModelConfig.hidden_dim must be positive (or None for the 2/3·4·dim rule), "
+                         f"got {self.hidden_dim}")
     if self.norm_eps <= 0: raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
     if self.rope_theta <= 0: raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
     if not 0 <= self.dropout < 1: raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
     if self.dim % self.n_heads:
         raise ValueError(f"ModelConfig.dim={self.dim} is not divisible by n_heads={self.n_heads}: "
-                         f"choose n_heads among {[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
+                         "choose n_heads among "
+                         f"{[h for h in range(1, self.dim + 1) if self.dim % h == 0 and h <= 64]}")
     if self.n_heads % self.n_kv_heads:
         raise ValueError(f"ModelConfig.n_heads={self.n_heads} is not divisible by n_kv_heads={self.n_kv_heads}: "
-                         f"choose n_kv_heads among {[h for h in range(1, self.n_heads + 1) if self.n_heads % h == 0]}")
+                         "choose n_kv_heads among "
+                         f"{[h for h in range(1, self.n_heads + 1) if self.n_heads % h == 0]}")
     if self.head_dim % 2:
         raise ValueError(f"ModelConfig head_dim = dim/n_heads = {self.dim}/{self.n_heads} = {self.head_dim} is odd; "
                          "RoPE rotates pairs of coordinates, so change dim or n_heads to make it even")
@@ -156,12 +166,14 @@ NAN_POLICIES = ('stop', 'skip')
 @dataclass
 class TrainConfig(Config):
     "The settings of a training run (the `astrai_nb_train` flags)."
-    train_type: str = 'seq'               # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft)
+    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft)
+    train_type: str = 'seq'
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
     resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
-    overwrite: bool = False               # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
+    # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
+    overwrite: bool = False
     model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs
@@ -199,9 +211,6 @@ class TrainConfig(Config):
     tensorboard: bool = False             # also write the metrics as TensorBoard scalars to ckpt_dir/tensorboard
 
 # %% ../nbs/00_config.ipynb #bcae6f8b
-def _one_of(owner, name, value, allowed):
-    if value not in allowed: raise ValueError(f"{owner}.{name}={value!r} is not one of {list(allowed)}")
-
 TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
                        'nan_policy': NAN_POLICIES}
 
@@ -209,7 +218,6 @@ TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS,
 def validate(self:TrainConfig):
     "Check ranges and choices; raise an error that names the bad field."
     T = 'TrainConfig'
-    for name, allowed in self.choices.items(): _one_of(T, name, getattr(self, name), allowed)
     for name in ('n_epoch', 'batch_per_device', 'grad_accum_steps', 'ckpt_interval', 'keep_last', 'log_interval', 't_mult', 'nprocs'):
         if getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be >= 1, got {getattr(self, name)}")
     for name in ('max_steps', 'window_size', 'cycle_length'):
@@ -219,11 +227,14 @@ def validate(self:TrainConfig):
         if getattr(self, name) < 0: raise ValueError(f"{T}.{name} must be >= 0, got {getattr(self, name)}")
     if self.max_lr <= 0: raise ValueError(f"{T}.max_lr must be > 0, got {self.max_lr}")
     for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
-        if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], got {getattr(self, name)}")
+        if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
+                                                                 f"got {getattr(self, name)}")
     for name in ('adamw_beta1', 'adamw_beta2', 'label_smoothing'):
-        if not 0 <= getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0 <= getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be in [0, 1), got "
+                                                              f"{getattr(self, name)}")
     if self.model not in PRESETS and self.model_config is None:
-        raise ValueError(f"{T}.model={self.model!r} is not a preset; choose one of {sorted(PRESETS)} or pass model_config")
+        raise ValueError(f"{T}.model={self.model!r} is not a preset; choose one of {sorted(PRESETS)} "
+                         "or pass model_config")
     if self.device != 'auto' and not (self.device == 'cpu' or self.device.startswith('cuda')):
         raise ValueError(f"{T}.device={self.device!r}: use auto, cpu, cuda or cuda:N")
     return self

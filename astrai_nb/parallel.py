@@ -119,21 +119,24 @@ class _Distributed(Executor):
     mode = ''
     def __init__(self):
         if not dist.is_initialized():
-            raise ValueError(f"parallel_mode {self.mode!r} needs a process group: launch with torchrun (or --nprocs N)")
+            raise ValueError(f"parallel_mode {self.mode!r} needs a process group: launch with torchrun "
+                             "(or --nprocs N)")
         self.world_size, self.rank = dist.get_world_size(), dist.get_rank()
         self.loss_scale = float(self.world_size)
 
     def reduce_sums(self, *xs) -> list[float]:
         dev = torch.device('cuda', torch.cuda.current_device()) if dist.get_backend() == 'nccl' else torch.device('cpu')
         t = torch.zeros(len(xs), dtype=torch.float64, device=dev)
-        for i, x in enumerate(xs): t[i] = x.to(dev, torch.float64) if torch.is_tensor(x) else float(x)   # no host round trip
+        # no host round trip
+        for i, x in enumerate(xs): t[i] = x.to(dev, torch.float64) if torch.is_tensor(x) else float(x)
         dist.all_reduce(t)
         return t.tolist()
 
 class DDPExecutor(_Distributed):
     "DistributedDataParallel: a full copy of the model per rank; gradients all-reduced (averaged) on the last micro-batch of each step."
     mode = 'ddp'
-    def __init__(self, bucket_cap_mb:float|None=None):   # None: PyTorch's 25 MB on CUDA, one bucket for all gradients on gloo
+    # None: PyTorch's 25 MB on CUDA, one bucket for all gradients on gloo
+    def __init__(self, bucket_cap_mb:float|None=None):
         super().__init__(); self.bucket_cap_mb = bucket_cap_mb
 
     def prepare(self, model:nn.Module) -> nn.Module:
@@ -156,7 +159,8 @@ class FSDPExecutor(_Distributed):
     def prepare(self, model:nn.Module) -> nn.Module:
         try: from torch.distributed.fsdp import fully_shard
         except ImportError: from torch.distributed._composable.fsdp import fully_shard    # torch 2.5
-        warnings.filterwarnings('ignore', message=VIEW_WARNING, category=UserWarning)   # harmless for our losses: see above
+        # harmless for our losses: see above
+        warnings.filterwarnings('ignore', message=VIEW_WARNING, category=UserWarning)
         for block in model.layers: fully_shard(block, reshard_after_forward=self.reshard_after_forward)
         return fully_shard(model, reshard_after_forward=self.reshard_after_forward)
 
@@ -172,7 +176,8 @@ class ExecutorFactory:
     def create(cls, parallel_mode:str, **kwargs) -> Executor:
         "The executor for 'none', 'ddp' or 'fsdp'; `kwargs` go to its constructor (e.g. `bucket_cap_mb`, `reshard_after_forward`)."
         if parallel_mode not in cls.registry:
-            raise ValueError(f"parallel_mode {parallel_mode!r} is not available; choose one of {sorted(cls.registry)}")
+            raise ValueError(f"parallel_mode {parallel_mode!r} is not available; choose one of "
+                             f"{sorted(cls.registry)}")
         return cls.registry[parallel_mode](**kwargs)
 
 # %% ../nbs/32_parallel.ipynb #7c3a9e02
@@ -208,11 +213,13 @@ def launch_local(nprocs:int,                  # ranks to start on this machine
     from torch.distributed.elastic.multiprocessing.api import SignalException
     store, lo = loopback_store(), loopback_ifname()
     try:
-        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo):
+        threads = os.environ.get('OMP_NUM_THREADS') or str(threads_per_rank(nprocs))   # set: torchrun need not warn
+        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo, OMP_NUM_THREADS=threads):
             torchrun(['--rdzv_backend=static', '--master_addr=127.0.0.1', f'--master_port={store.port}', '--nnodes=1', '--node_rank=0',
                       f'--nproc_per_node={nprocs}', '-m', module, *module_args])
     except ChildFailedError as e:
         print(f"{prog}: error: a rank failed (its message is above): {e.name}", file=sys.stderr); return 1
-    except SignalException as e: raise Terminated(f"stopped by signal {e.sigval.name}; every rank was stopped (their messages are above)") from None
+    except SignalException as e: raise Terminated(f"stopped by signal {e.sigval.name}; every rank was "
+                                                  "stopped (their messages are above)") from None
     finally: del store
     return None

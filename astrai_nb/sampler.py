@@ -75,7 +75,8 @@ class ResumableDistributedSampler(Sampler[int]):
         num_replicas = _check_int('num_replicas', num_replicas, 1)
         rank = _check_int('rank', rank)
         if not 0 <= rank < num_replicas:
-            raise ValueError(f"rank={rank} is outside [0, num_replicas={num_replicas}): ranks are numbered 0..{num_replicas - 1}")
+            raise ValueError(f"rank={rank} is outside [0, num_replicas={num_replicas}): ranks are "
+                             f"numbered 0..{num_replicas - 1}")
         seed = _check_int('seed', seed)
         if drop_last and self.n < num_replicas:
             raise ValueError(f"drop_last=True with {self.n} samples and num_replicas={num_replicas} leaves no sample "
@@ -129,7 +130,8 @@ class ResumableDistributedSampler(Sampler[int]):
         if live == self._live: self._exhausted = True
 
     def __repr__(self):
-        return (f"{type(self).__name__}(n={self.n}, num_replicas={self.num_replicas}, rank={self.rank}, epoch={self.epoch}, "
+        return (f"{type(self).__name__}(n={self.n}, num_replicas={self.num_replicas}, "
+                f"rank={self.rank}, epoch={self.epoch}, "
                 f"consumed={self.consumed}, shuffle={self.shuffle}, seed={self.seed}, drop_last={self.drop_last})")
 
 # %% ../nbs/03_sampler.ipynb #40ab73bb
@@ -137,15 +139,18 @@ _STATE_KEYS = ('epoch', 'consumed', 'seed')
 
 @patch
 def state_dict(self:ResumableDistributedSampler,
-               consumed:int|None=None # global samples of this epoch the training loop has used; None: the iterator's count
+               # global samples of this epoch the training loop has used; None: the iterator's count
+               consumed:int|None=None
               ) -> dict:              # {'epoch': int, 'consumed': int, 'seed': int}
     "The sampler's position as plain ints; pass the loop's own `consumed` when a DataLoader prefetches."
     if consumed is None: consumed = self.consumed
     else:
         consumed, s, W = _check_int('consumed', consumed), self._start, self.num_replicas
         if not s <= consumed <= self.consumed or (consumed - s) % W:
-            raise ValueError(f"consumed={consumed} cannot be the training loop's position: this pass started at {s} and the "
-                             f"sampler has handed out up to {self.consumed}, so it must be {s} + {W}·k within that range. "
+            raise ValueError(f"consumed={consumed} cannot be the training loop's position: this pass "
+                             f"started at {s} and the "
+                             f"sampler has handed out up to {self.consumed}, so it must be {s} + {W}·k "
+                             "within that range. "
                              f"Count global samples: start from sampler.consumed after set_epoch and add "
                              f"num_replicas × (samples in the batch) per batch")
     return {'epoch': int(self.epoch), 'consumed': int(consumed), 'seed': int(self.seed)}
@@ -155,9 +160,11 @@ def load_state_dict(self:ResumableDistributedSampler,
                     sd:dict # a `state_dict()`, possibly written by a different number of ranks
                    ):
     "Restore epoch, position and seed; the next iterator starts at global position `consumed`."
-    if not isinstance(sd, dict): raise TypeError(f"sampler state must be a dict with keys {list(_STATE_KEYS)}, got {type(sd).__name__}")
+    if not isinstance(sd, dict): raise TypeError("sampler state must be a dict with keys "
+                                                 f"{list(_STATE_KEYS)}, got {type(sd).__name__}")
     missing, unknown = [k for k in _STATE_KEYS if k not in sd], sorted(set(sd) - set(_STATE_KEYS))
-    if missing or unknown: raise ValueError(f"sampler state must have exactly the keys {list(_STATE_KEYS)}; missing {missing}, unknown {unknown}")
+    if missing or unknown: raise ValueError("sampler state must have exactly the keys "
+                                            f"{list(_STATE_KEYS)}; missing {missing}, unknown {unknown}")
     self.epoch = _check_int("state['epoch']", sd['epoch'], 0)
     self.consumed = _check_int("state['consumed']", sd['consumed'], 0)
     self.seed = _check_int("state['seed']", sd['seed'])

@@ -36,7 +36,8 @@ class CosineScheduler(LRScheduler):
                  min_rate:float=0.1,   # final rate as a fraction of the base rate
                  last_epoch:int=-1):
         _check_steps(warmup_steps=warmup_steps, total_steps=total_steps)
-        if total_steps < warmup_steps: raise ValueError(f"total_steps={total_steps} must be >= warmup_steps={warmup_steps}")
+        if total_steps < warmup_steps: raise ValueError(f"total_steps={total_steps} must be >= "
+                                                        f"warmup_steps={warmup_steps}")
         if not 0 <= min_rate <= 1: raise ValueError(f"min_rate must be in [0, 1], got {min_rate}")
         self.warmup_steps, self.total_steps, self.min_rate = warmup_steps, total_steps, min_rate
         super().__init__(optimizer, last_epoch)
@@ -60,7 +61,8 @@ class SGDRScheduler(LRScheduler):
                  last_epoch:int=-1):
         _check_steps(warmup_steps=warmup_steps, cycle_length=cycle_length)
         if cycle_length < 1: raise ValueError(f"cycle_length must be >= 1, got {cycle_length}")
-        if not isinstance(t_mult, int) or t_mult < 1: raise ValueError(f"t_mult must be an integer >= 1, got {t_mult!r}")
+        if not isinstance(t_mult, int) or t_mult < 1: raise ValueError("t_mult must be an integer >= "
+                                                                       f"1, got {t_mult!r}")
         if not 0 <= min_rate <= 1: raise ValueError(f"min_rate must be in [0, 1], got {min_rate}")
         self.warmup_steps, self.cycle_length, self.t_mult, self.min_rate = warmup_steps, cycle_length, t_mult, min_rate
         super().__init__(optimizer, last_epoch)
@@ -94,11 +96,13 @@ class WSDScheduler(LRScheduler):
                  last_epoch:int=-1):
         _check_steps(warmup_steps=warmup_steps, total_steps=total_steps)
         if not 0 <= decay_ratio <= 1: raise ValueError(f"decay_ratio must be in [0, 1], got {decay_ratio}")
-        if decay not in _WSD_SHAPES: raise ValueError(f"unknown decay shape {decay!r}; choose one of {list(_WSD_SHAPES)}")
+        if decay not in _WSD_SHAPES: raise ValueError(f"unknown decay shape {decay!r}; choose one of "
+                                                      f"{list(_WSD_SHAPES)}")
         if not 0 <= min_rate <= 1: raise ValueError(f"min_rate must be in [0, 1], got {min_rate}")
         self.decay_steps = round(decay_ratio * total_steps)
         if warmup_steps + self.decay_steps > total_steps:
-            raise ValueError(f"warmup_steps={warmup_steps} + decay steps {self.decay_steps} exceed total_steps={total_steps}")
+            raise ValueError(f"warmup_steps={warmup_steps} + decay steps {self.decay_steps} exceed "
+                             f"total_steps={total_steps}")
         self.warmup_steps, self.total_steps, self.min_rate, self.decay = warmup_steps, total_steps, min_rate, decay
         super().__init__(optimizer, last_epoch)
 

@@ -42,7 +42,8 @@ class SEQStrategy(Strategy):
 class SFTStrategy(SEQStrategy):
     "Next-token cross-entropy on the response tokens only (the batch's loss_mask)."
     def normalizer(self, batch:dict) -> int:
-        if 'loss_mask' not in batch: raise ValueError("train_type 'sft' needs batches with a loss_mask: prepare the data with --kind sft")
+        if 'loss_mask' not in batch: raise ValueError("train_type 'sft' needs batches with a "
+                                                      "loss_mask: prepare the data with --kind sft")
         return count_targets(batch)
 
 # %% ../nbs/23_strategy.ipynb #9ff46e6b

@@ -246,7 +246,8 @@ TextTokenizer.apply_chat_template = staticmethod(apply_chat_template)
 # %% ../nbs/01_tokenizer.ipynb #543578b3
 @patch
 def save(self:TextTokenizer,
-         path,  # a directory (created if needed)
+         path,                        # a directory (created if needed)
+         model_max_length:int|None=None, # the longest sequence the model takes, for transformers (None: not written)
         ) -> Path:
     "Write tokenizer.json, tokenizer_config.json and special_tokens_map.json into directory `path`."
     path = Path(path)
@@ -258,6 +259,7 @@ def save(self:TextTokenizer,
     config = dict(tokenizer_class='PreTrainedTokenizerFast', **named, chat_template=CHAT_TEMPLATE,
                   add_bos_token=False, add_eos_token=False, clean_up_tokenization_spaces=False,
                   split_special_tokens=False)
+    if model_max_length is not None: config['model_max_length'] = model_max_length
     (path/'tokenizer_config.json').write_text(json.dumps(config, indent=2, ensure_ascii=False) + '\n')
     (path/'special_tokens_map.json').write_text(json.dumps(named, indent=2) + '\n')
     return path

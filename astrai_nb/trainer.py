@@ -136,7 +136,8 @@ class Trainer:
     def train(self) -> TrainContext:
         "Train until `total_steps`, firing the callback events; return the context."
         ctx = self.ctx
-        lock = ctx.claim_ckpt_dir()                                # one run per ckpt_dir; checked before anything is written
+        # one run per ckpt_dir; checked before anything is written
+        lock = ctx.claim_ckpt_dir()
         try:
             self._run('on_train_begin')
             with deferred_sigterm() as self.stop:
@@ -147,7 +148,8 @@ class Trainer:
             if lock is not None: lock.release()
         if stopped:
             raise Terminated(f"stopped by SIGTERM after step {ctx.iteration}; the newest checkpoint is "
-                             f"{latest_checkpoint(ctx.ckpt_dir, hashes=False) or 'none'}: continue with --resume auto")
+                             f"{latest_checkpoint(ctx.ckpt_dir, hashes=False) or 'none'}: continue "
+                             "with --resume auto")
         return ctx
 
     def _epochs(self) -> bool:
@@ -256,10 +258,13 @@ class TrainContextBuilder:
             cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
             preset = PRESETS[c.model]['vocab_size']
             if vocab_size and vocab_size != preset and self.rank == 0:
-                print(f"model: the {c.model} preset with the data's vocabulary of {vocab_size:,} ids (the preset has {preset:,})")
+                print(f"model: the {c.model} preset with the data's vocabulary of {vocab_size:,} ids "
+                      f"(the preset has {preset:,})")
         if vocab_size and vocab_size > cfg.vocab_size:
-            raise ValueError(f"the data's tokenizer has {vocab_size} tokens but the model's vocab_size is {cfg.vocab_size}: "
-                             f"use a model config with vocab_size >= {vocab_size}, or prepare the data with --vocab_size {cfg.vocab_size}")
+            raise ValueError(f"the data's tokenizer has {vocab_size} tokens but the model's vocab_size "
+                             f"is {cfg.vocab_size}: "
+                             f"use a model config with vocab_size >= {vocab_size}, or prepare the data "
+                             f"with --vocab_size {cfg.vocab_size}")
         return cfg
 
     def default_callbacks(self) -> list[Callback]:
@@ -277,7 +282,8 @@ class TrainContextBuilder:
     def build(self) -> TrainContext:
         "Seed, check, then build every part, and restore the checkpoint to resume from."
         self.setup()                  # seed, executor, device, precision, strategy
-        self.resolve()                # what is resumed, the data's identity, the model config: checked, nothing allocated yet
+        # what is resumed, the data's identity, the model config: checked, nothing allocated yet
+        self.resolve()
         self.build_model()
         self.build_data()
         self.build_optimizer()
@@ -301,11 +307,12 @@ def setup(self:TrainContextBuilder):
 
 # %% ../nbs/34_trainer.ipynb #4d45c4dd
 def _need_data(root):
-    if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by astrai_nb_prepare)")
+    if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by "
+                                      "astrai_nb_prepare)")
 
 def data_info(data_root_path) -> dict:
     "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
-    from astrai_nb.data import check_prepared
+    from astrai_nb.prepare import check_prepared              # lazy: the trainer needs the data only when given a directory
     _need_data(data_root_path)
     meta, _ = check_prepared(data_root_path)
     return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
@@ -313,7 +320,7 @@ def data_info(data_root_path) -> dict:
 
 def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
     "Train and validation datasets of `config.data_root_path` for its train_type, and the collate function."
-    from astrai_nb.data import load_pretrain_data, load_post_data, collator_for
+    from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
     _need_data(config.data_root_path)
     if config.train_type == 'seq':
         train, val, _ = load_pretrain_data(config.data_root_path, window_size)
@@ -329,12 +336,14 @@ def load_initial_weights(model:Transformer, path):
     elif (path / 'config.json').exists():
         from astrai_nb.hf import import_hf
         sd = import_hf(path).state_dict()
-    else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging Face model directory")
+    else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging "
+                                  "Face model directory")
     model.load_state_dict(sd)
 
 # %% ../nbs/34_trainer.ipynb #2d5bf93a
 TOKENIZER_FIELDS = ('vocab_size', 'tokenizer_hash')
-DATA_FIELDS = ('kind',) + TOKENIZER_FIELDS + ('data_hash',)     # compared in this order: the first difference is the one named
+# compared in this order: the first difference is the one named
+DATA_FIELDS = ('kind',) + TOKENIZER_FIELDS + ('data_hash',)
 
 def _mismatch(what:str, path, field:str, saved, now, advice:str) -> ValueError:
     return ValueError(f"{what} {path}: {field} differs (checkpoint: {saved}; this run: {now}); {advice}")
@@ -360,7 +369,8 @@ def check_fits(path,                                  # a checkpoint step direct
         short = (lambda h: h[:12] + '…') if k.endswith('hash') else (lambda v: v)
         advice = (f"train on the data it was trained on ({saved.get('path')}), or prepare this data with "
                   f"--tokenizer {saved.get('path')}/tokenizer.json" if k in TOKENIZER_FIELDS else
-                  f"resume with the data it was trained on ({saved.get('path')}), or start a new run from these weights "
+                  f"resume with the data it was trained on ({saved.get('path')}), or start a new run "
+                  "from these weights "
                   f"with --param_path {path}")
         raise _mismatch(what, path, f"the data's {k}", short(a), short(b), advice)
     if model_config is not None:
@@ -369,7 +379,8 @@ def check_fits(path,                                  # a checkpoint step direct
         if diff:
             k = diff[0]
             raise _mismatch(what, path, f"the model's {k}", getattr(saved, k), getattr(model_config, k),
-                            f"{len(diff)} field(s) differ ({', '.join(diff)}); pass the model of the run that wrote it ({_trained_with(path)})")
+                            f"{len(diff)} field(s) differ ({', '.join(diff)}); pass the model of the "
+                            f"run that wrote it ({_trained_with(path)})")
 
 # %% ../nbs/34_trainer.ipynb #ddf73a70
 def _read(path) -> str|None:
@@ -397,8 +408,10 @@ def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none',
     need = training_memory(cfg, parallel_mode, world_size) * (local_ranks if device.type == 'cpu' else 1)
     have = available_memory(device)
     if need > have:
-        raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, {cfg.n_layers} layers, vocab {cfg.vocab_size}) "
-                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32, but {device.type} has {_gb(have)} "
+        raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, "
+                         f"{cfg.n_layers} layers, vocab {cfg.vocab_size}) "
+                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32, "
+                         f"but {device.type} has {_gb(have)} "
                          "available: choose a smaller model (--model or --model_config)")
 
 # %% ../nbs/34_trainer.ipynb #7939fcee
@@ -440,7 +453,8 @@ def build_data(self:TrainContextBuilder):
     self.sampler = ResumableDistributedSampler(train_ds, W, self.rank, shuffle=True, seed=c.random_seed)
     self.steps_per_epoch = (-(-len(train_ds) // W) // B) // k
     if self.steps_per_epoch == 0:
-        raise ValueError(f"the training data has {len(train_ds)} sequences of {self.window} tokens, fewer than one optimizer "
+        raise ValueError(f"the training data has {len(train_ds)} sequences of {self.window} tokens, "
+                         "fewer than one optimizer "
                          f"step needs ({W} ranks x batch_per_device {B} x grad_accum_steps {k}): use more data, "
                          "a shorter window or smaller batches")
     self.total_steps = c.max_steps or c.n_epoch * self.steps_per_epoch
@@ -448,14 +462,16 @@ def build_data(self:TrainContextBuilder):
               generator=torch.Generator().manual_seed(c.random_seed))
     self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=True, **kw)
     self.val_loader = (None if val_ds is None or len(val_ds) == 0 else
-                       DataLoader(val_ds, sampler=range(self.rank, len(val_ds), W), **kw))   # rank r: windows r, r+W, ...
+                       # rank r: windows r, r+W, ...
+                       DataLoader(val_ds, sampler=range(self.rank, len(val_ds), W), **kw))
 
 # %% ../nbs/34_trainer.ipynb #66ef1c6b
 @patch
 def build_optimizer(self:TrainContextBuilder):
     "Wrap the model (DDP, FSDP, compile), then the optimizer over what the wrapper holds, and the schedule."
     c = self.config
-    self.wrapped = self.executor.prepare(self.raw)          # before the optimizer: FSDP replaces the parameters by shards
+    # before the optimizer: FSDP replaces the parameters by shards
+    self.wrapped = self.executor.prepare(self.raw)
     self.optimizer = build_optimizer(self.raw, c.max_lr, (c.adamw_beta1, c.adamw_beta2), c.adamw_weight_decay)
     total, warmup = self.total_steps, round(c.warmup_ratio * self.total_steps)
     self.scheduler = SchedulerFactory.create(self.optimizer, c.schedule_type, warmup_steps=warmup, total_steps=total,
@@ -510,8 +526,10 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
 
 def _plain(v): return tuple(v) if isinstance(v, list) else v     # a loaded state may hold a tuple as a list
 
-_POSITION = ('last_epoch', '_step_count')                                       # what a scheduler state says about where it is
-_DERIVED = ('_last_lr', '_get_lr_called_within_step', '_is_initial', 'verbose')  # recomputed from the settings and the position
+# what a scheduler state says about where it is
+_POSITION = ('last_epoch', '_step_count')
+# recomputed from the settings and the position
+_DERIVED = ('_last_lr', '_get_lr_called_within_step', '_is_initial', 'verbose')
 
 @patch
 def restore_schedule(self:TrainContext, saved:dict) -> dict:
@@ -528,7 +546,8 @@ def restore_schedule(self:TrainContext, saved:dict) -> dict:
 def load_checkpoint(self:TrainContext, path):
     "Restore model, optimizer moments, scheduler position and trainer state from `path`; the hyper-parameters stay this run's."
     ck = Checkpoint.load(path)
-    hyper = [{k: v for k, v in g.items() if k != 'params'} for g in self.optimizer.param_groups]   # this run's settings
+    # this run's settings
+    hyper = [{k: v for k, v in g.items() if k != 'params'} for g in self.optimizer.param_groups]
     self.executor.load_state_dicts(self.raw_model, self.optimizer, ck.state_dict, ck.extra['optimizer'])
     changed = {}
     for group, h in zip(self.optimizer.param_groups, hyper):
@@ -582,7 +601,8 @@ class RunLock:
     def __exit__(self, *exc): self.release()
 
 # %% ../nbs/34_trainer.ipynb #aca8faa7
-RUN_FILES = ('metrics.jsonl', 'tensorboard')        # besides the step_* checkpoints, what a run writes into its ckpt_dir
+# besides the step_* checkpoints, what a run writes into its ckpt_dir
+RUN_FILES = ('metrics.jsonl', 'tensorboard')
 
 def _names(paths:list[Path]) -> str:
     "The files of a run, checkpoints summed up when there are many: '8 checkpoints step_5..step_40, metrics.jsonl'."
@@ -594,10 +614,12 @@ def _names(paths:list[Path]) -> str:
 def foreign_files(self:TrainContext) -> list[Path]:
     "What in ckpt_dir belongs to another run than this one: all run files when it starts fresh or resumes from elsewhere, newer checkpoints when it resumes an older one."
     d, src = Path(self.ckpt_dir), self.resumed_from
-    if src is None and self.resume_request == 'auto': return []              # nothing complete to resume: the same run, started again
+    # nothing complete to resume: the same run, started again
+    if src is None and self.resume_request == 'auto': return []
     if src is None or src.resolve().parent != d.resolve():
         return list_checkpoints(d) + [d / n for n in RUN_FILES if (d / n).exists()]
-    if self.resume_request == 'auto': return []                              # the newest complete one: newer ones are damaged leftovers
+    # the newest complete one: newer ones are damaged leftovers
+    if self.resume_request == 'auto': return []
     return [p for p in list_checkpoints(d) if int(p.name[5:]) > self.iteration]
 
 @patch
@@ -614,7 +636,8 @@ def _claim(self:TrainContext):
         raise ValueError(f"{what}, start over with --overwrite (deletes them), or choose another --ckpt_dir")
     param = Path(self.config.param_path).resolve() if self.config.param_path else None
     if param is not None and any(param == p.resolve() or p.resolve() in param.parents for p in foreign):
-        raise ValueError(f"--param_path {self.config.param_path} is inside {d}, which --overwrite would delete: copy it elsewhere first")
+        raise ValueError(f"--param_path {self.config.param_path} is inside {d}, which --overwrite "
+                         "would delete: copy it elsewhere first")
     for p in foreign: shutil.rmtree(p) if p.is_dir() else p.unlink()
     print(f"--overwrite: deleted {_names(foreign)} from {d}", flush=True)
 
@@ -628,7 +651,8 @@ def claim_ckpt_dir(self:TrainContext) -> RunLock|None:
             err = e
             if lock is not None: lock.release()
     if self.executor.all_reduce(float(err is not None)):
-        raise err if err is not None else ValueError(f"rank 0 could not claim ckpt_dir {self.ckpt_dir} (its message is above)")
+        raise err if err is not None else ValueError(f"rank 0 could not claim ckpt_dir {self.ckpt_dir} "
+                                                     "(its message is above)")
     return lock
 
 # %% ../nbs/34_trainer.ipynb #0da8121f
