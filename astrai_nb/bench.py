@@ -135,6 +135,26 @@ def paired_ratio(t_ref:list[float],  # step times of the reference (HF), one per
     return statistics.median(r / n for r, n in zip(t_ref, t_new))
 
 # %% ../nbs/41a_bench.ipynb #59dbbd38
+def _step_fns(cfg:ModelConfig, seq_len:int, batch_size:int, warmup:int, dtype:str, device:str, compile:bool, seed:int) -> dict:
+    "A training step of each model on one seeded batch, as callables; compiled ones already compiled."
+    torch.manual_seed(seed)
+    ours = Transformer(cfg).to(device).train()
+    hf = hf_llama(cfg, ours)
+    ids = torch.randint(0, cfg.vocab_size, (batch_size, seq_len + 1), device=device)
+    batch = ids[:, :-1], ids[:, 1:]                                                   # (B, T) each
+    fns = {'ours': train_step(ours, forward_ours, batch, dtype), 'hf': train_step(hf, forward_hf, batch, dtype)}
+    if compile:
+        fns['ours_compiled'] = train_step(ours, forward_ours, batch, dtype, compile=True)
+        fns['hf_compiled'] = train_step(hf, forward_hf, batch, dtype, compile=True)
+        for k in ('ours_compiled', 'hf_compiled'):                                     # compile outside the timed loop
+            for _ in range(max(warmup, 2)): fns[k]()
+    return fns
+
+def _model_stats(ts:list[float], tokens:int, fpt:float, peak:float) -> dict:
+    "Median step time, its spread, tokens/s and MFU of one model's step times."
+    q1, med, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else ts * 3
+    return dict(step_times=ts, median_s=med, spread=(q3 - q1) / med, tokens_per_s=tokens / med, mfu=fpt * tokens / med / peak)
+
 def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is raised to `seq_len` if needed)
               seq_len:int=256,          # tokens per sequence
               batch_size:int=8,         # sequences per step
@@ -149,23 +169,14 @@ def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is rais
               seed:int=0                # seeds the weights and the batch
              ) -> dict:                 # settings, peak, per-model times, tokens/s, MFU, ratios
     "Tokens/s and MFU of a training step of our `Transformer` and of HF `LlamaForCausalLM` on the same config, interleaved."
-    if device == 'cuda' and not torch.cuda.is_available(): raise ValueError("device='cuda' but no CUDA device is available; use device='cpu'")
+    if device == 'cuda' and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA device is available; use device='cpu'")
     _dtype(dtype)
     if cfg.max_seq_len < seq_len: cfg = ModelConfig.from_dict({**cfg.to_dict(), 'max_seq_len': seq_len})
     old_threads = torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
     try:
-        torch.manual_seed(seed)
-        ours = Transformer(cfg).to(device).train()
-        hf = hf_llama(cfg, ours)
-        ids = torch.randint(0, cfg.vocab_size, (batch_size, seq_len + 1), device=device)
-        batch = ids[:, :-1], ids[:, 1:]                                                   # (B, T) each
-        fns = {'ours': train_step(ours, forward_ours, batch, dtype), 'hf': train_step(hf, forward_hf, batch, dtype)}
-        if compile:
-            fns['ours_compiled'] = train_step(ours, forward_ours, batch, dtype, compile=True)
-            fns['hf_compiled'] = train_step(hf, forward_hf, batch, dtype, compile=True)
-            for k in ('ours_compiled', 'hf_compiled'):                                     # compile outside the timed loop
-                for _ in range(max(warmup, 2)): fns[k]()
+        fns = _step_fns(cfg, seq_len, batch_size, warmup, dtype, device, compile, seed)
         peak = measure_peak_flops(peak_n, device=device, dtype=_dtype(dtype))
         a, b = (torch.randn(peak_n, peak_n, device=device, dtype=_dtype(dtype)) for _ in range(2))
         fns['peak'] = lambda: a @ b                                                       # the peak, in the same rotation
@@ -177,11 +188,8 @@ def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is rais
     res = dict(config=cfg.to_dict(), seq_len=seq_len, batch_size=batch_size, steps=steps, warmup=warmup, dtype=dtype,
                device=device, threads=threads or old_threads, compile=compile, n_params=num_params(cfg),
                flops_per_token=fpt, peak_flops=peak, repeated_rounds=sum(not kept for _, kept in log),
-               foreign_cores=statistics.median([c for c, kept in log if kept and c is not None] or [math.nan]), models={})
-    for name, ts in times.items():
-        q1, med, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else ts * 3
-        tok_s = batch_size * seq_len / med
-        res['models'][name] = dict(step_times=ts, median_s=med, spread=(q3 - q1) / med, tokens_per_s=tok_s, mfu=fpt * tok_s / peak)
+               foreign_cores=statistics.median([c for c, kept in log if kept and c is not None] or [math.nan]),
+               models={name: _model_stats(ts, batch_size * seq_len, fpt, peak) for name, ts in times.items()})
     res['ratio'] = paired_ratio(times['hf'], times['ours'])
     if compile: res['ratio_compiled'] = paired_ratio(times['hf_compiled'], times['ours_compiled'])
     return res

@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 import argparse, json, os, re
 import torch.distributed as dist
-from fastcore.script import anno_parser, Param
 from fastcore.docments import docments
-from .data import prepare_data, KINDS
+from .prepare import PrepareConfig, prepare_data, KINDS, SHARD_DTYPES
 from .config import Config, TrainConfig, ModelConfig, PRESETS
 from .model import num_params
 from .strategy import TRAIN_TYPES
@@ -20,13 +19,18 @@ from .trainer import TrainContext, TrainContextBuilder, Trainer
 from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'run_script', 'prepare_summary', 'prepare', 'prepare_cli',
-           'preset_sizes', 'config_parser', 'train_parser', 'train_settings', 'train', 'train_cli', 'export',
-           'export_cli']
+__all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'config_from', 'run_script', 'preset_sizes', 'config_parser',
+           'prepare_summary', 'prepare', 'prepare_cli', 'train_parser', 'train_settings', 'train', 'train_cli',
+           'export', 'export_cli']
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
 USER_ERRORS = (ValueError, TypeError, OSError, NonFiniteError)
+
+def config_from(cls:type, settings:dict):
+    "`cls.from_dict(settings)`, with errors that name the command-line flag (`--max_lr`) instead of the field (`TrainConfig.max_lr`)."
+    try: return cls.from_dict(settings)
+    except (ValueError, TypeError) as e: raise type(e)(re.sub(r'\b\w*Config\.(\w+)', r'--\1', str(e))) from None
 
 def run_script(prog:str,        # the script's name, the prefix of its messages
                fn:Callable,     # the work: returns None or an exit status
@@ -40,77 +44,7 @@ def run_script(prog:str,        # the script's name, the prefix of its messages
     except Terminated as e:
         print(f"{prog}: {e}; nothing half-written was left behind", file=sys.stderr); return 143
 
-# %% ../nbs/50_cli.ipynb #04a14749
-def _mb(n:int) -> str: return f"{n / 1e6:.1f} MB"
-
-def prepare_summary(out, meta:dict, seconds:dict, tokenizer=None) -> str:
-    "What `astrai_nb_prepare` prints after writing `out`: corpus, tokenizer, counts and timings."
-    src_bytes = sum(s['bytes'] for s in meta['sources'])
-    corpus = (f"built-in: the Python {meta['python']} standard "
-              "library" if meta['corpus'] == 'builtin' else 'input files')
-    lines = [f"astrai_nb_prepare: wrote {out} ({meta['kind']})",
-             f"  corpus     {corpus}, {len(meta['sources'])} file{'s' * (len(meta['sources']) != 1)}, "
-             f"{_mb(src_bytes)}"
-             + (f"; {len(meta['skipped'])} skipped (not UTF-8)" if meta['skipped'] else ''),
-             f"  tokenizer  {'from ' + str(tokenizer) if tokenizer else 'trained'}: "
-             f"{meta['vocab_size']} ids, hash {meta['tokenizer_hash'][:12]}",
-             f"  data hash  {meta['data_hash'][:12]} (train {meta['splits']['train']['sha256'][:12]}, "
-             f"val {meta['splits']['val']['sha256'][:12]})"]
-    tr, va = meta['splits']['train'], meta['splits']['val']
-    if meta['kind'] == 'pretrain':
-        bpt = meta['text_bytes'] / max(meta['tokens'] - meta['documents'], 1)
-        lines.append(f"  tokens     {meta['tokens']:,} in {meta['documents']:,} documents "
-                     f"({meta['dtype']}): train {tr['tokens']:,} "
-                     f"({tr['documents']:,} docs), val {va['tokens']:,} ({va['documents']:,} docs); "
-                     f"{bpt:.2f} bytes per token")
-        rate = f" ({meta['text_bytes'] / 1e6 / seconds['tokenize']:.2f} MB/s, {meta['tokens'] / seconds['tokenize'] / 1e6:.2f} M tokens/s)"
-    else:
-        lines.append(f"  examples   train {tr['examples']:,} ({tr['tokens']:,} tokens, longest {tr['max_tokens']}), "
-                     f"val {va['examples']:,} ({va['tokens']:,} tokens, longest {va['max_tokens']})")
-        rate = ''
-    steps = ', '.join(f"{k} {v:.1f} s" + (rate if k == 'tokenize' else '') for k, v in seconds.items())
-    lines.append(f"  time       {steps}; total {sum(seconds.values()):.1f} s")
-    return '\n'.join(lines)
-
-def prepare(
-    # the data directory to write: created, or replaced whole and atomically if it holds an earlier preparation; never one that holds the input
-    out:str=None,
-    input:Param("text, JSONL or parquet files: a text file is one document, a JSONL line or parquet "
-                "row is one", str, nargs='+')=None,
-    # prepare the built-in corpus, this Python's standard library (the default when no --input is given)
-    builtin:bool=False,
-    kind:Param("pretrain: token shards; sft, dpo, grpo: checked JSONL rows", str, choices=KINDS)='pretrain',
-    vocab_size:int=None,          # train a tokenizer with this many ids, 263 to 1048576 (default 4096)
-    tokenizer:str=None,           # use this tokenizer.json (or a prepared directory) instead of training one
-    val_fraction:float=0.01,      # expected fraction of documents (rows) held out for validation; at least one
-    seed:int=0,                   # seed of the train/validation split
-    # datasets processes for tokenizing (default: one; the encoder already uses every core)
-    num_proc:int=None,
-    # token dtype of the shards, uint16 or uint32 (default: the smallest that holds the vocabulary)
-    dtype:str=None,
-    text_key:str='text',          # the JSONL field or parquet column holding the text
-    quiet:bool=False,             # no progress bars
-) -> int|None:                    # the exit status: None (0) on success, 1 for bad input
-    "Prepare a data directory: a tokenizer (trained or given) and the token shards (pretrain) or checked JSONL (sft, dpo, grpo)."
-    def work():
-        if out is None: raise ValueError("--out DIR is required: the directory to write the data into")
-        if input and builtin: raise ValueError("give --input FILES or --builtin, not both")
-        meta, seconds = prepare_data(out, input=input or None, kind=kind, tokenizer=tokenizer, vocab_size=vocab_size,
-                                     val_fraction=val_fraction, seed=seed, num_proc=num_proc, dtype=dtype, text_key=text_key,
-                                     progress=not quiet)
-        print(prepare_summary(out, meta, seconds, tokenizer))
-    return run_script('astrai_nb_prepare', work)
-
-def prepare_cli(argv:list[str]|None=None) -> int|None:
-    "Console script `astrai_nb_prepare`: parse the command line (`sys.argv[1:]` by default) into `prepare`'s arguments."
-    args = vars(anno_parser(prepare, 'astrai_nb_prepare').parse_args(argv))
-    for k in ('pdb', 'xtra'): args.pop(k, None)                     # fastcore's extra options, unused here
-    return prepare(**args)
-
-# %% ../nbs/50_cli.ipynb #59e36208
-DEFAULT_DATA = 'data/builtin'   # where the main job prepares the built-in corpus
-DEFAULT_STEPS = 300             # steps of the main job when neither max_steps nor data is given
-
+# %% ../nbs/50_cli.ipynb #31260fd7
 def _parse_value(anno:str):
     "An argparse type for a config annotation such as 'int | None': 'none' is None where None is allowed."
     base = anno.split('|')[0].strip()
@@ -142,11 +76,67 @@ def config_parser(cls:type,                  # a `Config` dataclass: one flag pe
         if anno.startswith('bool'): kw = dict(action=argparse.BooleanOptionalAction)
         else:
             base = anno.split('|')[0].strip()
-            meta = ('{' + ','.join(choices[name]) + '}' if name in choices else 'PATH' if base == 'str' and _is_path(name)
-                    else {'str': 'TEXT'}.get(base, base.upper()))
-            kw = dict(type=_parse_value(anno), metavar=meta, nargs='+' if base.startswith('list') else None)
+            many = base.startswith('list')                         # list[str]: one or more values, e.g. files
+            meta = ('{' + ','.join(choices[name]) + '}' if name in choices else 'FILE' if many
+                    else 'PATH' if base == 'str' and _is_path(name) else {'str': 'TEXT'}.get(base, base.upper()))
+            kw = dict(type=str if many else _parse_value(anno), metavar=meta, nargs='+' if many else None)
         p.add_argument(f'--{name}', help=f"{text} (default: {d['default']})", **kw)
     return p
+
+def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
+    "The flags given on the command line (`sys.argv[1:]` by default), as settings."
+    return vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+# %% ../nbs/50_cli.ipynb #04a14749
+def _mb(n:int) -> str: return f"{n / 1e6:.1f} MB"
+
+def prepare_summary(out, meta:dict, seconds:dict, tokenizer=None) -> str:
+    "What `astrai_nb_prepare` prints after writing `out`: corpus, tokenizer, counts and timings."
+    src_bytes = sum(s['bytes'] for s in meta['sources'])
+    corpus = (f"built-in: the Python {meta['python']} standard "
+              "library" if meta['corpus'] == 'builtin' else 'input files')
+    lines = [f"astrai_nb_prepare: wrote {out} ({meta['kind']})",
+             f"  corpus     {corpus}, {len(meta['sources'])} file{'s' * (len(meta['sources']) != 1)}, "
+             f"{_mb(src_bytes)}"
+             + (f"; {len(meta['skipped'])} skipped (not UTF-8)" if meta['skipped'] else ''),
+             f"  tokenizer  {'from ' + str(tokenizer) if tokenizer else 'trained'}: "
+             f"{meta['vocab_size']} ids, hash {meta['tokenizer_hash'][:12]}",
+             f"  data hash  {meta['data_hash'][:12]} (train {meta['splits']['train']['sha256'][:12]}, "
+             f"val {meta['splits']['val']['sha256'][:12]})"]
+    tr, va = meta['splits']['train'], meta['splits']['val']
+    if meta['kind'] == 'pretrain':
+        bpt = meta['text_bytes'] / max(meta['tokens'] - meta['documents'], 1)
+        held = (f"the last {meta['val_fraction']:.0%} of the text" if meta.get('split') == 'tail'
+                else f"{va['documents']:,} docs")
+        lines.append(f"  tokens     {meta['tokens']:,} in {meta['documents']:,} documents "
+                     f"({meta['dtype']}): train {tr['tokens']:,}, val {va['tokens']:,} ({held}); "
+                     f"{bpt:.2f} bytes per token")
+        rate = f" ({meta['text_bytes'] / 1e6 / seconds['tokenize']:.2f} MB/s, {meta['tokens'] / seconds['tokenize'] / 1e6:.2f} M tokens/s)"
+    else:
+        lines.append(f"  examples   train {tr['examples']:,} ({tr['tokens']:,} tokens, longest {tr['max_tokens']}), "
+                     f"val {va['examples']:,} ({va['tokens']:,} tokens, longest {va['max_tokens']})")
+        rate = ''
+    steps = ', '.join(f"{k} {v:.1f} s" + (rate if k == 'tokenize' else '') for k, v in seconds.items())
+    lines.append(f"  time       {steps}; total {sum(seconds.values()):.1f} s")
+    return '\n'.join(lines)
+
+def prepare(**settings) -> tuple[dict, dict]:
+    "Prepare a data directory from `PrepareConfig(**settings)` (`02_prepare`); print what was written."
+    c = config_from(PrepareConfig, settings)
+    meta, seconds = prepare_data(c)
+    print(prepare_summary(c.out, meta, seconds, c.tokenizer))
+    return meta, seconds
+
+def prepare_cli(argv:list[str]|None=None) -> int|None:
+    "Console script `astrai_nb_prepare`: one line on stderr and exit status 1 for any error a user can fix."
+    parser = config_parser(PrepareConfig, 'astrai_nb_prepare', 'Prepare a data directory: a tokenizer (trained or given) '
+                           'and token shards (pretrain) or checked JSON lines (sft, dpo, grpo).',
+                           {'kind': KINDS, 'dtype': SHARD_DTYPES})
+    return run_script('astrai_nb_prepare', lambda: prepare(**_settings(parser, argv)) and None)
+
+# %% ../nbs/50_cli.ipynb #59e36208
+DEFAULT_DATA = 'data/builtin'   # where the main job prepares the built-in corpus
+DEFAULT_STEPS = 300             # steps of the main job when neither max_steps nor data is given
 
 def train_parser() -> argparse.ArgumentParser:
     "The `astrai_nb_train` argument parser, built from `TrainConfig`'s fields and their comments."
@@ -174,9 +164,7 @@ def train_settings(argv:list[str]|None=None) -> dict:
 # %% ../nbs/50_cli.ipynb #c02b32f6
 def train(**settings) -> TrainContext:
     "Train with `TrainConfig(**settings)`; with no data given, prepare and use the built-in corpus (the main job)."
-    try: config = TrainConfig.from_dict(settings)                      # bad settings fail here, before any work
-    # name the flag
-    except (ValueError, TypeError) as e: raise type(e)(re.sub(r'\bTrainConfig\.(\w+)', r'--\1', str(e))) from None
+    config = config_from(TrainConfig, settings)                       # bad settings fail here, before any work
     if config.train_type not in TRAIN_TYPES: raise ValueError(f"--train_type={config.train_type!r} is "
                                                               f"not one of {list(TRAIN_TYPES)}")
     # under torchrun: join the process group, leave it on exit
@@ -216,10 +204,6 @@ if __name__ == '__main__' and getattr(globals().get('__spec__'), 'name', '') == 
     sys.exit(train_cli())
 
 # %% ../nbs/50_cli.ipynb #2dfade29
-def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
-    "The flags given on the command line (`sys.argv[1:]` by default), as settings."
-    return vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
-
 def export(**settings) -> Path:
     "Export a checkpoint step directory as a Hugging Face directory; print what was written and how to load it."
     from astrai_nb.hf import ExportConfig, export_checkpoint   # lazy: only this script needs 41_hf (see 90_layout)

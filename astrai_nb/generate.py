@@ -9,6 +9,8 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 import torch
+import torch.nn as nn
+import torch.nn.functional as F
 from torch import Tensor
 from fastcore.basics import patch
 from .config import Config, ModelConfig
@@ -18,8 +20,8 @@ from .model import Transformer
 
 # %% auto #0
 __all__ = ['MAX_NEW_TOKENS', 'SamplingParams', 'apply_penalties', 'filter_sorted', 'filter_logits', 'sample_sorted',
-           'Detokenizer', 'Request', 'Event', 'Generator', 'chat_repl', 'decode_speed', 'hf_generate_fn',
-           'decode_benchmark', 'format_decode_report']
+           'Detokenizer', 'Request', 'Event', 'column_major_weights', 'Generator', 'chat_repl', 'decode_speed',
+           'hf_generate_fn', 'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -171,6 +173,15 @@ class Event:
     finished: bool            # the request is done
     finish_reason: str|None   # as `Request.finish_reason`
 
+# %% ../nbs/40_generate.ipynb #17aa196e
+def column_major_weights(model:nn.Module) -> nn.Module:
+    "Store every `nn.Linear` weight of `model` column-major, in place: same values and shapes, transposed in memory."
+    with torch.no_grad():
+        for mod in model.modules():
+            if isinstance(mod, nn.Linear) and mod.weight.is_contiguous():    # a tied weight is seen twice: once is enough
+                mod.weight.data = mod.weight.data.t().contiguous().t()
+    return model
+
 # %% ../nbs/40_generate.ipynb #1c97f844
 class Generator:
     "Continuous-batching generation over the KV cache: requests join the batch at the next `step` and leave when done."
@@ -178,7 +189,8 @@ class Generator:
                  tokenizer:TextTokenizer|None=None,     # for text in and out; None: token ids only
                  max_batch:int=8,                       # rows of the KV cache: the most requests decoded together
                  max_seq_len:int|None=None,             # positions per row, prompt + output (None: the model's max_seq_len)
-                 prefill_chunk:int=256):                # prompt positions per forward pass when prefilling
+                 prefill_chunk:int=256,                 # prompt positions per forward pass when prefilling
+                 column_major:bool|None=None):          # re-lay the weights for decoding (None: on the CPU)
         cfg = model.cfg
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
@@ -188,6 +200,7 @@ class Generator:
         if prefill_chunk < 1: raise ValueError(f"prefill_chunk must be >= 1, got {prefill_chunk}")
         self.model, self.tokenizer, self.max_batch, self.prefill_chunk = model.eval(), tokenizer, max_batch, prefill_chunk
         self.device, self.vocab_size = model.tok_embeddings.weight.device, cfg.vocab_size
+        if column_major or (column_major is None and self.device.type == 'cpu'): column_major_weights(model)
         with torch.inference_mode():
             self.caches = model.make_kv_caches(max_batch, self.max_seq_len)
             self.seen = torch.zeros(max_batch, cfg.vocab_size, dtype=torch.bool, device=self.device)  # the penalties' state
@@ -255,6 +268,16 @@ def wait(self:Generator, timeout:float|None=None) -> bool:
     "Sleep until a request is running or waiting (True) or `timeout` seconds have passed (False): a serving loop's idle."
     with self._work: return self._work.wait_for(lambda: self.busy, timeout)
 
+@patch
+def run(self:Generator,
+        on_events,                          # called with each step's list of events (in this thread)
+        stop:threading.Event,               # set it to end the loop
+        idle:float=0.1                      # seconds between checks of `stop` while there is no work
+       ):
+    "Step whenever there is work, until `stop` is set: the loop of a server's engine thread."
+    while not stop.is_set():
+        if self.wait(idle): on_events(self.step())
+
 # %% ../nbs/40_generate.ipynb #e8446e41
 @patch
 def step(self:Generator) -> list[Event]:
@@ -276,7 +299,8 @@ def step(self:Generator) -> list[Event]:
 def _decode(self:Generator) -> list[Event]:
     "One token for each running request: its last token, at its own position."
     ids = torch.tensor([[r.output_ids[-1]] for r in self.running], device=self.device)       # (n, 1)
-    pos = torch.tensor([r._pos for r in self.running])                                        # (n,) CPU
+    pos = [r._pos for r in self.running]
+    pos = pos[0] if len(set(pos)) == 1 else torch.tensor(pos)                                 # one int when all are in step
     logits = self.model(ids, pos, self.caches)[:, -1]                                         # (n, V)
     for r in self.running: r._pos += 1                                                        # its token is cached now
     return self._emit(self.running, logits, 0)
@@ -408,15 +432,23 @@ def _chat_params(g:Generator, params:SamplingParams|None) -> SamplingParams:
     return SamplingParams.from_dict({**params.to_dict(), 'stop_token_ids': [g.tokenizer.end_id, g.tokenizer.eos_id]})
 
 @patch
+def submit_chat(self:Generator,
+                messages:Sequence[Mapping],          # [{'role': 'system'|'user'|'assistant', 'content': str}, ...]
+                params:SamplingParams|None=None      # sampling settings; stop tokens default to <|end|> and <|eos|>
+               ) -> Request:
+    "Queue the assistant's reply to `messages` (the chat template with its generation prompt), as `submit` does."
+    _text_mode(self)
+    ids, _ = self.tokenizer.encode_chat(messages, add_generation_prompt=True)
+    return self.submit(ids, _chat_params(self, params))
+
+@patch
 def chat(self:Generator,
          messages:Sequence[Mapping],          # [{'role': 'system'|'user'|'assistant', 'content': str}, ...]
          params:SamplingParams|None=None,     # sampling settings; stop tokens default to <|end|> and <|eos|>
          stream:bool=False                    # return an iterator of text pieces instead of the text
         ) -> str|Iterator[str]:
     "The assistant's reply to `messages`, through the chat template; it ends at `<|end|>`."
-    _text_mode(self)
-    ids, _ = self.tokenizer.encode_chat(messages, add_generation_prompt=True)
-    r = self.submit(ids, _chat_params(self, params))
+    r = self.submit_chat(messages, params)
     if stream: return self._stream(r)
     while not r.finished: self.step()
     return r.text
@@ -497,17 +529,37 @@ def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):
         return out[:, prompts.shape[1]:].tolist()
     return run
 
+def quiet_rounds(fns:dict,                  # name -> a function to time
+                 rounds:int,                 # rounds: each runs every function once, the order reversed every other round
+                 max_foreign:float|None=0.25, # before a round, wait while other processes use more CPU cores than this
+                 patience:float=120.0        # ... at most this many seconds (then run anyway)
+                ) -> tuple[dict[str, list[float]], list[float|None]]: # name -> seconds per round; others' cores per round
+    "Time `fns` alternately, each round when the shared machine is quiet (a round disturbed anyway is run again once)."
+    from astrai_nb.bench import ForeignLoad, time_interleaved   # 41a_bench comes after this notebook
+    times, loads = {k: [] for k in fns}, []
+    for i in range(rounds):
+        t0 = time.perf_counter()
+        while max_foreign is not None and time.perf_counter() - t0 < patience:
+            with ForeignLoad() as load: time.sleep(0.5)
+            if load.cores is None or load.cores <= max_foreign: break
+        log = []
+        t = time_interleaved(dict(reversed(fns.items())) if i % 2 else fns, n=1, warmup=0, max_foreign=max_foreign, log=log)
+        for k in fns: times[k] += t[k]
+        loads.append(log[-1][0])
+    return times, loads
+
 def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small preset)
                      batch_sizes:Sequence[int]=(1, 8), # requests decoded together
                      prompt_len:int=16,               # tokens per prompt
                      new_tokens:int=128,              # tokens generated per request
                      rounds:int=5,                    # timed rounds (each runs both once)
                      threads:int|None=2,              # torch CPU threads (None: leave as is)
-                     max_foreign:float|None=0.25,     # run a round again when others used more CPU cores than this
+                     max_foreign:float|None=0.25,     # wait (and rerun once) while others use more CPU cores than this
+                     patience:float=120.0,            # seconds to wait for a quiet machine before each round
                      seed:int=0                       # seeds the weights and prompts
                     ) -> dict:                        # batch size -> times, tokens/s and the ratio
     "Decoding tokens/s of the `Generator` and of transformers' `generate` on the same weights, timed interleaved."
-    from astrai_nb.bench import time_interleaved, paired_ratio   # 41a_bench comes after this notebook
+    from astrai_nb.bench import paired_ratio   # 41a_bench comes after this notebook
     cfg = cfg or ModelConfig.from_preset('small')
     old = torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
@@ -519,23 +571,65 @@ def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small
             g = Generator(model, max_batch=B)
             params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
             fns = {'ours': lambda: g.generate_ids(prompts.tolist(), params), 'hf': hf_generate_fn(model, prompts, new_tokens)}
-            same = fns['ours']() == fns['hf']()
-            log = []
-            times = time_interleaved(fns, n=rounds, warmup=1, max_foreign=max_foreign, log=log)
-            res[B] = dict(times=times, same_tokens=same, repeated=sum(not k for _, k in log),
-                          foreign=statistics.median([c for c, k in log if k and c is not None] or [float('nan')]),
+            same = fns['ours']() == fns['hf']()                                             # and a warm-up
+            times, loads = quiet_rounds(fns, rounds, max_foreign, patience)
+            res[B] = dict(times=times, same_tokens=same, foreign=statistics.median([c for c in loads if c is not None] or [float('nan')]),
                           tokens_per_s={k: B * new_tokens / statistics.median(v) for k, v in times.items()},
                           ratio=paired_ratio(times['hf'], times['ours']))
     finally: torch.set_num_threads(old)
-    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=threads or old, rounds=rounds, batches=res)
+    import transformers
+    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=threads or old, rounds=rounds, batches=res,
+                versions=f"torch {torch.__version__}, transformers {transformers.__version__}")
 
 def format_decode_report(res:dict) -> str:
     "The benchmark as a table: tokens/s of each, the ratio, and how busy the machine was."
     c = res['config']
     lines = [f"dim={c['dim']} n_layers={c['n_layers']} vocab={c['vocab_size']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']}, "
-             f"prompt {res['prompt_len']} + {res['new_tokens']} new tokens, fp32, {res['threads']} threads, median of {res['rounds']} rounds",
+             f"prompt {res['prompt_len']} + {res['new_tokens']} new tokens, fp32, {res['threads']} threads, median of {res['rounds']} rounds; {res['versions']}",
              f"{'batch':>5s} {'ours tok/s':>11s} {'HF tok/s':>9s} {'ours/HF':>8s} {'same tokens':>12s} {'others':>7s}"]
     for B, r in res['batches'].items():
         lines.append(f"{B:5d} {r['tokens_per_s']['ours']:11.0f} {r['tokens_per_s']['hf']:9.0f} {r['ratio']:8.2f} "
-                     f"{str(r['same_tokens']):>12s} {r['foreign']:6.2f}c" + (f"  ({r['repeated']} rounds rerun)" if r['repeated'] else ''))
+                     f"{str(r['same_tokens']):>12s} {r['foreign']:6.2f}c")
     return '\n'.join(lines)
+
+# %% ../nbs/40_generate.ipynb #62aa8a40
+def step_breakdown(cfg:ModelConfig|None=None,  # the model (None: the small preset)
+                   batch_size:int=8,            # requests decoded together
+                   prompt_len:int=16,           # tokens per prompt
+                   new_tokens:int=64,           # tokens generated per request
+                   rounds:int=5,                # timed rounds
+                   threads:int|None=2,          # torch CPU threads (None: leave as is)
+                   max_foreign:float|None=0.25, # as in `quiet_rounds`
+                   patience:float=120.0,        # as in `quiet_rounds`
+                   seed:int=0                   # seeds the weights and prompts
+                  ) -> dict[str, float]:        # milliseconds per decode step of each part
+    "Where a decode step's time goes: engine, sampling, model besides its matmuls, the weight matmuls (ms per step)."
+    cfg = cfg or ModelConfig.from_preset('small')
+    old = torch.get_num_threads()
+    if threads: torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(seed)
+        model = Transformer(cfg).eval()
+        g, B, n = Generator(model, max_batch=batch_size), batch_size, new_tokens - 1     # n decode steps after the prefill
+        prompts = torch.randint(0, cfg.vocab_size, (B, prompt_len))
+        greedy = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
+        sampled = SamplingParams(temperature=0.8, top_k=50, top_p=0.9, max_new_tokens=new_tokens, stop_token_ids=[], seed=seed)
+        caches, ids = model.make_kv_caches(B), torch.randint(0, cfg.vocab_size, (B, 1))
+        linears = [m.weight for m in model.modules() if isinstance(m, nn.Linear)]
+        xs = {w.shape[1]: torch.randn(B, 1, w.shape[1]) for w in linears}
+        def forward():
+            with torch.inference_mode():
+                model(prompts, 0, caches)
+                for t in range(n): model(ids, prompt_len + t, caches)
+        def matmuls():
+            with torch.inference_mode():
+                model(prompts, 0, caches)
+                for t in range(n):
+                    for w in linears: F.linear(xs[w.shape[1]], w)
+        fns = {'greedy': lambda: g.generate_ids(prompts.tolist(), greedy), 'sampled': lambda: g.generate_ids(prompts.tolist(), sampled),
+               'forward': forward, 'matmuls': matmuls}
+        for f in fns.values(): f()                                                          # warm-up
+        ms = {k: statistics.median(v) / n * 1e3 for k, v in quiet_rounds(fns, rounds, max_foreign, patience)[0].items()}
+    finally: torch.set_num_threads(old)
+    return {'step (greedy)': ms['greedy'], 'weight matmuls': ms['matmuls'], 'rest of the model': ms['forward'] - ms['matmuls'],
+            'engine': ms['greedy'] - ms['forward'], 'sampling (top-k, top-p)': ms['sampled'] - ms['greedy']}

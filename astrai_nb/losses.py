@@ -7,14 +7,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from .examples import IGNORE_INDEX
 
 # %% auto #0
-__all__ = ['IGNORE_INDEX', 'lm_loss', 'token_logprobs', 'sequence_logprobs', 'dpo_loss', 'grpo_advantages', 'grpo_loss',
-           'reward_pairwise_loss', 'kl_to_reference']
+__all__ = ['lm_loss', 'token_logprobs', 'sequence_logprobs', 'dpo_loss', 'grpo_advantages', 'grpo_loss', 'reward_pairwise_loss',
+           'kl_to_reference']
 
 # %% ../nbs/20_losses.ipynb #68181825
-IGNORE_INDEX = -100   # target id that contributes no loss (prompt tokens, padding)
-
 def _reduce(per_token:Tensor, mask:Tensor, reduction:str) -> Tensor:
     "Sum or token-mean of `per_token` over positions where `mask` is true, or the masked per-token values."
     if reduction == 'none': return per_token * mask

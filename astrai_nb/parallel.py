@@ -213,7 +213,8 @@ def launch_local(nprocs:int,                  # ranks to start on this machine
     from torch.distributed.elastic.multiprocessing.api import SignalException
     store, lo = loopback_store(), loopback_ifname()
     try:
-        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo):
+        threads = os.environ.get('OMP_NUM_THREADS') or str(threads_per_rank(nprocs))   # set: torchrun need not warn
+        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo, OMP_NUM_THREADS=threads):
             torchrun(['--rdzv_backend=static', '--master_addr=127.0.0.1', f'--master_port={store.port}', '--nnodes=1', '--node_rank=0',
                       f'--nproc_per_node={nprocs}', '-m', module, *module_args])
     except ChildFailedError as e:

@@ -652,7 +652,7 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
                    ) -> dict:                           # streams -> times to first text, tokens/s, speed-up, the engine's tokens/s
     "Time to first token and total tokens/s of `serve`, in a process of its own, for each number of concurrent streams."
     from astrai_nb.bench import ForeignLoad, time_interleaved    # 41a_bench: only the benchmark needs it
-    from astrai_nb.data import builtin_documents                 # the built-in corpus, for a tokenizer with cfg's vocabulary
+    from astrai_nb.prepare import builtin_documents              # the built-in corpus, for a tokenizer with cfg's vocabulary
     from astrai_nb.generate import decode_speed
     from astrai_nb.tokenizer import train_tokenizer
     from astrai_nb.checkpoint import Checkpoint

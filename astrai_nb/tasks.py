@@ -4,15 +4,16 @@
 
 # %% ../nbs/04_tasks.ipynb #7f276307
 from __future__ import annotations
-import json, operator, os, random, re, tempfile
+import operator, random, re
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, NamedTuple
 from fastcore.basics import store_attr, ifnone
+from .prepare import read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['OPS', 'MISTAKES', 'JSONL_KEYS', 'SFT_STYLES', 'Problem', 'ArithmeticTask', 'first_int', 'score', 'digit_score',
-           'plausible_mistake', 'sft_row', 'write_jsonl', 'read_jsonl', 'write_task_data', 'evaluate_task']
+           'plausible_mistake', 'sft_row', 'write_task_data', 'evaluate_task']
 
 # %% ../nbs/04_tasks.ipynb #52dd6f60
 OPS = {'+': operator.add, '-': operator.sub, '*': operator.mul}
@@ -199,42 +200,6 @@ def sft_row(prompt:str,             # the user turn
     if style == 'prompt_response': return {'prompt': prompt, 'response': response}
     raise ValueError(f"unknown SFT style {style!r}; choose one of {SFT_STYLES}")
 
-def write_jsonl(path,      # the file to write (its directory must exist)
-                rows       # dicts, one per line
-               ) -> Path:
-    "Write `rows` as UTF-8 JSON lines to `path`, atomically (temporary file in the same directory, then `os.replace`)."
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
-            for r in rows: f.write(json.dumps(r, ensure_ascii=False) + '\n')
-            f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.remove(tmp)
-        raise
-    return path
-
-# %% ../nbs/04_tasks.ipynb #9ba64dda
-def read_jsonl(path,               # a JSON-lines file
-               required_keys=()    # keys every object must have
-              ) -> list[dict]:
-    "The objects of a UTF-8 JSON-lines file; errors name the file and the line."
-    path = Path(path)
-    if not path.exists(): raise FileNotFoundError(f"JSONL file {path} does not exist")
-    rows = []
-    with open(path, 'rb') as f:
-        for i, raw in enumerate(f, 1):
-            try: line = raw.decode('utf-8')
-            except UnicodeDecodeError as e: raise ValueError(f"{path}:{i}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-            if not line.strip(): continue
-            try: obj = json.loads(line)
-            except json.JSONDecodeError as e: raise ValueError(f"{path}:{i}: invalid JSON ({e.msg} at column {e.colno})") from None
-            if not isinstance(obj, dict): raise ValueError(f"{path}:{i}: expected a JSON object, got {type(obj).__name__}")
-            missing = [k for k in required_keys if k not in obj]
-            if missing: raise ValueError(f"{path}:{i}: missing key(s) {missing}; every line needs {list(required_keys)}")
-            rows.append(obj)
-    return rows
 
 # %% ../nbs/04_tasks.ipynb #0dca9b5f
 def _draw(task:ArithmeticTask, n:int, rng:random.Random, exclude:set=frozenset(), distinct:bool=False) -> list[Problem]:

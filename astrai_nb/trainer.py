@@ -312,7 +312,7 @@ def _need_data(root):
 
 def data_info(data_root_path) -> dict:
     "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
-    from astrai_nb.data import check_prepared
+    from astrai_nb.prepare import check_prepared              # lazy: the trainer needs the data only when given a directory
     _need_data(data_root_path)
     meta, _ = check_prepared(data_root_path)
     return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
@@ -320,7 +320,7 @@ def data_info(data_root_path) -> dict:
 
 def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
     "Train and validation datasets of `config.data_root_path` for its train_type, and the collate function."
-    from astrai_nb.data import load_pretrain_data, load_post_data, collator_for
+    from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
     _need_data(config.data_root_path)
     if config.train_type == 'seq':
         train, val, _ = load_pretrain_data(config.data_root_path, window_size)

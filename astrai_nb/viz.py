@@ -19,6 +19,21 @@ __all__ = ['show_mask', 'view_mask', 'explore_mask', 'show_frequencies', 'show_r
 # %% ../nbs/15_viz.ipynb #acd1d3bd
 _MASK_KINDS = (('allowed (0)', '#3d6fb6'), ('masked (dtype min)', '#f2a541'), ('masked (-inf)', '#e4e4e4'))
 
+def _mask_ticks(ax:plt.Axes, qlabels:list|None, klabels:list|None, T:int, S:int):
+    "Tick labels of the queries and keys (checked against the mask's size), and white lines between small masks' cells."
+    for axis, labels, n, what in ((ax.yaxis, qlabels, T, 'rows'), (ax.xaxis, klabels, S, 'columns')):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"got {len(labels)} labels for {n} {what} of the mask")
+        if labels is not None or n <= 32:
+            axis.set_ticks(range(n), [str(l) for l in labels] if labels is not None else range(n))
+    if klabels is not None and max(len(str(l)) for l in klabels) > 3:
+        ax.tick_params(axis='x', labelrotation=90)
+    if max(T, S) <= 48:                                                 # white lines between cells
+        ax.set_xticks([x - 0.5 for x in range(1, S)], minor=True)
+        ax.set_yticks([y - 0.5 for y in range(1, T)], minor=True)
+        ax.grid(which='minor', color='white', lw=1)
+        ax.tick_params(which='minor', length=0)
+
 def show_mask(mask:Tensor,             # (T, S) additive mask, or one with leading size-1 dims: (1, 1, T, S)
               ax:plt.Axes|None=None,   # axes to draw on (default: a new figure)
               title:str|None=None,     # title of the axes
@@ -41,18 +56,7 @@ def show_mask(mask:Tensor,             # (T, S) additive mask, or one with leadi
     if ax is None: _, ax = plt.subplots(figsize=figsize or (min(2.5 + 0.42 * S, 14), min(1.2 + 0.42 * T, 10)))
     cmap = plt.matplotlib.colors.ListedColormap([c for _, c in _MASK_KINDS])
     ax.imshow(codes.numpy(), cmap=cmap, vmin=-0.5, vmax=2.5, interpolation='nearest')
-    for axis, labels, n, what in ((ax.yaxis, qlabels, T, 'rows'), (ax.xaxis, klabels, S, 'columns')):
-        if labels is not None and len(labels) != n:
-            raise ValueError(f"got {len(labels)} labels for {n} {what} of the mask")
-        if labels is not None or n <= 32:
-            axis.set_ticks(range(n), [str(l) for l in labels] if labels is not None else range(n))
-    if klabels is not None and max(len(str(l)) for l in klabels) > 3:
-        ax.tick_params(axis='x', labelrotation=90)
-    if max(T, S) <= 48:                                                 # white lines between cells
-        ax.set_xticks([x - 0.5 for x in range(1, S)], minor=True)
-        ax.set_yticks([y - 0.5 for y in range(1, T)], minor=True)
-        ax.grid(which='minor', color='white', lw=1)
-        ax.tick_params(which='minor', length=0)
+    _mask_ticks(ax, qlabels, klabels, T, S)
     ax.set(xlabel='key' if klabels is not None else 'key position j',
            ylabel='query' if qlabels is not None else 'query position i')
     if title: ax.set_title(title)
