@@ -20,8 +20,9 @@ from .model import Transformer
 
 # %% auto #0
 __all__ = ['MAX_NEW_TOKENS', 'SamplingParams', 'apply_penalties', 'filter_sorted', 'filter_logits', 'sample_sorted',
-           'Detokenizer', 'Request', 'Event', 'column_major_weights', 'Generator', 'chat_repl', 'decode_speed',
-           'hf_generate_fn', 'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown']
+           'Detokenizer', 'Request', 'Event', 'column_major_weights', 'Generator', 'chat_repl', 'GenerateConfig',
+           'decode_speed', 'hf_generate_fn', 'quiet_rounds', 'decode_benchmark', 'format_decode_report',
+           'step_breakdown']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -497,6 +498,24 @@ def chat_repl(generator:Generator,              # with a tokenizer
         except KeyboardInterrupt: it.close()                            # stop this reply, keep what was shown
         say('\n')
         messages.append({'role': 'assistant', 'content': ''.join(pieces)})
+
+# %% ../nbs/40_generate.ipynb #c91e8a21
+@dataclass
+class GenerateConfig(Config):
+    "The settings of `astrai_nb_generate`."
+    param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
+    prompt: str|None = None            # the text to continue (None: chat in the terminal)
+    system: str|None = None            # chat: a system message that opens the conversation
+    max_new_tokens: int = 256          # tokens to generate at most (cut to the room the context leaves)
+    temperature: float = 0.8           # logits are divided by it; 0: greedy
+    top_k: int = 0                     # sample among the k most likely tokens only (0: all)
+    top_p: float = 0.95                # ... among the fewest most likely tokens whose probabilities sum to >= top_p
+    repetition_penalty: float = 1.0    # > 1 makes tokens already in the prompt or output less likely
+    seed: int|None = None              # the same seed and settings give the same text (None: a fresh draw)
+    dtype: str = 'float32'             # the weights' dtype
+    device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
+    tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
+GenerateConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
 
 # %% ../nbs/40_generate.ipynb #c1a8a034
 def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)
