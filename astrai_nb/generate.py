@@ -7,6 +7,7 @@ from __future__ import annotations
 import math, statistics, sys, threading, time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 import torch
 import torch.nn as nn
@@ -21,8 +22,8 @@ from .model import Transformer
 # %% auto #0
 __all__ = ['MAX_NEW_TOKENS', 'SamplingParams', 'apply_penalties', 'filter_sorted', 'filter_logits', 'sample_sorted',
            'Detokenizer', 'Request', 'Event', 'column_major_weights', 'Generator', 'chat_repl', 'GenerateConfig',
-           'decode_speed', 'hf_generate_fn', 'quiet_rounds', 'decode_benchmark', 'format_decode_report',
-           'step_breakdown']
+           'decode_speed', 'hf_generate_fn', 'torch_threads', 'quiet_rounds', 'decode_benchmark',
+           'format_decode_report', 'step_breakdown']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -548,6 +549,14 @@ def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):
         return out[:, prompts.shape[1]:].tolist()
     return run
 
+@contextmanager
+def torch_threads(n:int|None):
+    "PyTorch's CPU threads set to `n` inside the block (None: left as they are), restored after it."
+    old = torch.get_num_threads()
+    if n: torch.set_num_threads(n)
+    try: yield old if n is None else n
+    finally: torch.set_num_threads(old)
+
 def quiet_rounds(fns:dict,                  # name -> a function to time
                  rounds:int,                 # rounds: each runs every function once, the order reversed every other round
                  max_foreign:float|None=0.25, # before a round, wait while other processes use more CPU cores than this
@@ -580,9 +589,7 @@ def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small
     "Decoding tokens/s of the `Generator` and of transformers' `generate` on the same weights, timed interleaved."
     from astrai_nb.bench import paired_ratio   # 41a_bench comes after this notebook
     cfg = cfg or ModelConfig.from_preset('small')
-    old = torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads) as used:
         torch.manual_seed(seed)
         model, res = Transformer(cfg).eval(), {}
         for B in batch_sizes:
@@ -595,9 +602,8 @@ def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small
             res[B] = dict(times=times, same_tokens=same, foreign=statistics.median([c for c in loads if c is not None] or [float('nan')]),
                           tokens_per_s={k: B * new_tokens / statistics.median(v) for k, v in times.items()},
                           ratio=paired_ratio(times['hf'], times['ours']))
-    finally: torch.set_num_threads(old)
     import transformers
-    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=threads or old, rounds=rounds, batches=res,
+    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=used, rounds=rounds, batches=res,
                 versions=f"torch {torch.__version__}, transformers {transformers.__version__}")
 
 def format_decode_report(res:dict) -> str:
@@ -624,9 +630,7 @@ def step_breakdown(cfg:ModelConfig|None=None,  # the model (None: the small pres
                   ) -> dict[str, float]:        # milliseconds per decode step of each part
     "Where a decode step's time goes: engine, sampling, model besides its matmuls, the weight matmuls (ms per step)."
     cfg = cfg or ModelConfig.from_preset('small')
-    old = torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         torch.manual_seed(seed)
         model = Transformer(cfg).eval()
         g, B, n = Generator(model, max_batch=batch_size), batch_size, new_tokens - 1     # n decode steps after the prefill
@@ -649,6 +653,5 @@ def step_breakdown(cfg:ModelConfig|None=None,  # the model (None: the small pres
                'forward': forward, 'matmuls': matmuls}
         for f in fns.values(): f()                                                          # warm-up
         ms = {k: statistics.median(v) / n * 1e3 for k, v in quiet_rounds(fns, rounds, max_foreign, patience)[0].items()}
-    finally: torch.set_num_threads(old)
     return {'step (greedy)': ms['greedy'], 'weight matmuls': ms['matmuls'], 'rest of the model': ms['forward'] - ms['matmuls'],
             'engine': ms['greedy'] - ms['forward'], 'sampling (top-k, top-p)': ms['sampled'] - ms['greedy']}

@@ -653,7 +653,7 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
     "Time to first token and total tokens/s of `serve`, in a process of its own, for each number of concurrent streams."
     from astrai_nb.bench import ForeignLoad, time_interleaved    # 41a_bench: only the benchmark needs it
     from astrai_nb.prepare import builtin_documents              # the built-in corpus, for a tokenizer with cfg's vocabulary
-    from astrai_nb.generate import decode_speed
+    from astrai_nb.generate import decode_speed, torch_threads
     from astrai_nb.tokenizer import train_tokenizer
     from astrai_nb.checkpoint import Checkpoint
     from astrai_nb.model import Transformer
@@ -673,17 +673,13 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
         try:
             m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
             if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
-            base, old = m.group(1), torch.get_num_threads()
-            torch.set_num_threads(threads)
-            engine = Generator(model, max_batch=max(streams))
+            base, engine = m.group(1), Generator(model, max_batch=max(streams))
             seen = {n: [] for n in streams}
             def run(n): seen[n].append(_concurrent(base, prompts[:n], new_tokens))
             steps = {f'server {n}': partial(run, n) for n in streams}
             steps |= {f'engine {n}': partial(decode_speed, engine, n, prompt_len, new_tokens, seed) for n in streams}
             cpu0 = _cpu_seconds(proc.pid)
-            try:
-                with ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
-            finally: torch.set_num_threads(old)
+            with torch_threads(threads), ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
             others = None if load.cores is None else max(0.0, load.cores - (_cpu_seconds(proc.pid) - cpu0) / load.wall)
         finally:
             proc.terminate(); proc.wait()
