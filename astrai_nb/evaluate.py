@@ -111,6 +111,7 @@ class EvalConfig(Config):
     data_root_path: str|None = None    # a prepared directory (astrai_nb_prepare): also the loss and perplexity of its val split
     val_batches: int = 0               # batches of validation data; 0: all
     batch_size: int = 8                # sequences per validation batch
+    window_size: int|None = None       # tokens per validation sequence (None: the checkpoint's training window, else the model's max_seq_len)
     dtype: str = 'float32'             # the weights' dtype
     device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
     tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
@@ -119,5 +120,6 @@ class EvalConfig(Config):
         "Check the ranges; an error names the bad field."
         for name, lo in (('samples', 0), ('max_new_tokens', 1), ('max_batch', 1), ('show', 0), ('val_batches', 0), ('batch_size', 1)):
             if getattr(self, name) < lo: raise ValueError(f"EvalConfig.{name} must be >= {lo}, got {getattr(self, name)}")
+        if self.window_size is not None and self.window_size < 2: raise ValueError(f"EvalConfig.window_size must be >= 2 (or None), got {self.window_size}")
         return self
 EvalConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
