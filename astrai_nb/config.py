@@ -199,6 +199,10 @@ class TrainConfig(Config):
     log_interval: int = 10                # write a metrics.jsonl row every this many steps
     val_interval: int = 100               # validate every this many steps (and at the end); 0: never
     val_batches: int = 20                 # batches of validation data per evaluation; 0: all
+    eval_task: str | None = None          # an eval.jsonl of task prompts and answers (or a directory holding one): greedy exact-match accuracy in the loop
+    eval_interval: int = 100              # evaluate the task every this many steps (and at the end); 0: never
+    eval_samples: int = 200               # task prompts per evaluation (the first ones of the file); 0: all
+    eval_max_new_tokens: int = 16         # tokens each reply to a task prompt may take at most
     precision: str = 'auto'               # auto (fp32 on CPU, bf16 on CUDA), fp32, bf16 or fp16
     compile: bool = False                 # torch.compile the model
     gradient_checkpointing: bool = False  # recompute block activations in the backward pass to save memory
@@ -237,4 +241,10 @@ def validate(self:TrainConfig):
                          "or pass model_config")
     if self.device != 'auto' and not (self.device == 'cpu' or self.device.startswith('cuda')):
         raise ValueError(f"{T}.device={self.device!r}: use auto, cpu, cuda or cuda:N")
+    for name, lo in (('eval_interval', 0), ('eval_samples', 0), ('eval_max_new_tokens', 1)):
+        if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
+    if self.eval_task is not None and self.parallel_mode == 'fsdp':
+        raise ValueError(f"{T}.eval_task cannot be used with parallel_mode='fsdp': each rank holds only a shard of the weights, "
+                         "and generating on them would need every rank to run the same forward passes. Train with "
+                         "--parallel_mode ddp, or evaluate the saved checkpoints with astrai_nb_eval")
     return self

@@ -25,7 +25,7 @@ from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, d
 from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
                                   list_checkpoints)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
-                                 GradientClipping, Throughput, Validation, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver)
+                                 GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver)
 
 # %% auto #0
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
@@ -272,6 +272,7 @@ class TrainContextBuilder:
         c = self.config
         cbs = [GradientClipping(c.max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
+        if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -666,7 +667,7 @@ def read_metrics(path) -> list[dict]:
 def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or rows from `read_metrics`
                  baseline:float|None=None, # draw a horizontal reference line, e.g. log(vocab_size)
                  ax=None):
-    "Plot the training loss (window means) and validation loss of a run against the step."
+    "Plot the training loss (window means) and validation loss of a run against the step, and the task accuracy when it was evaluated."
     import matplotlib.pyplot as plt
     rows = run if isinstance(run, list) else read_metrics(run)
     if ax is None: _, ax = plt.subplots(figsize=(6.5, 3.5))
@@ -674,5 +675,12 @@ def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or 
     ax.plot([r['step'] for r in tr], [r['loss'] for r in tr], label='train loss')
     if va: ax.plot([r['step'] for r in va], [r['val_loss'] for r in va], 'o-', label='validation loss')
     if baseline is not None: ax.axhline(baseline, color='gray', ls='--', lw=1, label='uniform guess')
-    ax.set(xlabel='optimizer step', ylabel='loss (nats/token)'); ax.legend()
+    ax.set(xlabel='optimizer step', ylabel='loss (nats/token)')
+    handles, labels = ax.get_legend_handles_labels()
+    if ev := [r for r in rows if 'eval_accuracy' in r]:                 # on its own axis, at the right
+        acc = ax.twinx()
+        acc.plot([r['step'] for r in ev], [r['eval_accuracy'] for r in ev], 's-', color='C2', label='task accuracy')
+        acc.set(ylabel='task accuracy (exact match)', ylim=(-0.02, 1.02))
+        h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
+    ax.legend(handles, labels)
     return ax
