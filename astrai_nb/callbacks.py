@@ -173,7 +173,8 @@ class MetricLogger(Callback):
         self.file = open(self.path, 'a')
 
     def on_step_end(self, ctx):
-        for k in ('loss', 'grad_norm', 'clipped', 'tokens_per_sec', 'mfu'):
+        # window means: the loss, the strategy's own metrics (`23_strategy`), the step's numbers
+        for k in ('loss', *getattr(getattr(ctx, 'strategy', None), 'metrics', ()), 'grad_norm', 'clipped', 'tokens_per_sec', 'mfu'):
             if k in ctx.metrics:
                 s = self.acc.setdefault(k, [0.0, 0])
                 s[0] += float(ctx.metrics[k]); s[1] += 1

@@ -166,8 +166,11 @@ NAN_POLICIES = ('stop', 'skip')
 @dataclass
 class TrainConfig(Config):
     "The settings of a training run (the `astrai_nb_train` flags)."
-    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft)
+    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft, dpo)
     train_type: str = 'seq'
+    dpo_beta: float = 0.1                 # DPO: beta, the strength of the pull towards the reference model
+    # DPO: the frozen reference's weights (a checkpoint step or Hugging Face directory); None: the starting weights
+    ref_path: str | None = None
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
@@ -230,6 +233,7 @@ def validate(self:TrainConfig):
     for name in ('val_interval', 'val_batches', 'num_workers', 'max_grad_norm', 'adamw_weight_decay'):
         if getattr(self, name) < 0: raise ValueError(f"{T}.{name} must be >= 0, got {getattr(self, name)}")
     if self.max_lr <= 0: raise ValueError(f"{T}.max_lr must be > 0, got {self.max_lr}")
+    if self.dpo_beta <= 0: raise ValueError(f"{T}.dpo_beta must be > 0 (typical: 0.1 to 0.5), got {self.dpo_beta}")
     for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
         if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
                                                                  f"got {getattr(self, name)}")

@@ -6,13 +6,14 @@
 from __future__ import annotations
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch import Tensor
 from .config import TrainConfig
-from .losses import lm_loss, IGNORE_INDEX
+from .losses import lm_loss, sequence_logprobs, dpo_loss, IGNORE_INDEX
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'StrategyFactory']
+__all__ = ['TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def count_targets(batch:dict) -> int:
@@ -23,10 +24,17 @@ def count_targets(batch:dict) -> int:
 
 class Strategy:
     "Base strategy: `normalizer(batch)` units, and the summed loss of `model` on `batch` from `__call__(model, batch)`."
-    def __init__(self, config:TrainConfig): self.config = config
+    metrics = ()                # names of the sums `__call__` returns beside 'loss'; logged as means per unit
+    data_kind = 'pretrain'      # the prepared data it trains on (astrai_nb_prepare --kind)
+    needs_reference = False     # True: the trainer builds a frozen reference model and sets `reference`
+    def __init__(self, config:TrainConfig, reference:nn.Module|None=None): self.config, self.reference = config, reference
     def __repr__(self): return f"{type(self).__name__}()"
+    def max_units(self, batch_size:int, window:int) -> int:
+        "The most units a micro-batch of `batch_size` sequences of `window` tokens can hold: its tokens."
+        return batch_size * window
     def normalizer(self, batch:dict) -> int: raise NotImplementedError
     def __call__(self, model:nn.Module, batch:dict) -> dict: raise NotImplementedError
+
 
 # %% ../nbs/23_strategy.ipynb #70958aba
 class SEQStrategy(Strategy):
@@ -41,21 +49,62 @@ class SEQStrategy(Strategy):
 
 class SFTStrategy(SEQStrategy):
     "Next-token cross-entropy on the response tokens only (the batch's loss_mask)."
+    data_kind = 'sft'
     def normalizer(self, batch:dict) -> int:
         if 'loss_mask' not in batch: raise ValueError("train_type 'sft' needs batches with a "
                                                       "loss_mask: prepare the data with --kind sft")
         return count_targets(batch)
 
+# %% ../nbs/23_strategy.ipynb #4b8e2f61
+def _pad_to(t:Tensor, T:int, value:int) -> Tensor:
+    "Right-pad the (B, L) tensor `t` to (B, T) with `value`."
+    return F.pad(t, (0, T - t.shape[1]), value=value)
+
+class DPOStrategy(Strategy):
+    "DPO against a frozen reference model: -log sigmoid of beta times the margin of log-ratios, summed over pairs."
+    metrics = ('reward_chosen', 'reward_rejected', 'reward_margin', 'pref_accuracy')
+    data_kind, needs_reference = 'dpo', True
+    def __repr__(self): return f"DPOStrategy(beta={self.config.dpo_beta})"
+
+    def normalizer(self, batch:dict) -> int:
+        if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
+            raise ValueError("train_type 'dpo' needs batches of preference pairs (chosen_* and rejected_* "
+                             "sequences): prepare the data with --kind dpo")
+        return len(batch['chosen_input_ids'])
+
+    def max_units(self, batch_size:int, window:int) -> int: return batch_size      # pairs
+
+    @staticmethod
+    def logps(model:nn.Module, batch:dict) -> Tensor:    # (2B,): the chosen responses, then the rejected
+        "Summed log-probabilities of the response tokens of chosen and rejected, in one forward pass."
+        T = max(batch[f'{side}_input_ids'].shape[1] for side in ('chosen', 'rejected'))
+        both = lambda key, pad: torch.cat([_pad_to(batch[f'{side}_{key}'], T, pad) for side in ('chosen', 'rejected')])
+        logits = model(both('input_ids', 0))                                          # (2B, T, V)
+        return sequence_logprobs(logits, both('target_ids', IGNORE_INDEX), both('loss_mask', 0))
+
+    def __call__(self, model:nn.Module, batch:dict) -> dict:
+        if self.reference is None:
+            raise ValueError("DPOStrategy needs a frozen reference model: DPOStrategy(config, reference=model) "
+                             "(the trainer builds it from --ref_path or the starting weights)")
+        B = self.normalizer(batch)
+        policy = self.logps(model, batch)                                             # (2B,)
+        with torch.no_grad(): ref = self.logps(self.reference, batch)                 # (2B,), no graph
+        loss, chosen, rejected = dpo_loss(policy[:B], policy[B:], ref[:B], ref[B:], self.config.dpo_beta, reduction='sum')
+        margin = chosen - rejected                                                    # (B,)
+        return {'loss': loss, 'reward_chosen': chosen.sum(), 'reward_rejected': rejected.sum(),
+                'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
+
+
 # %% ../nbs/23_strategy.ipynb #9ff46e6b
 class StrategyFactory:
     "Create the strategy of a `train_type`."
-    registry = {'seq': SEQStrategy, 'sft': SFTStrategy}
+    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy}
 
     @classmethod
-    def create(cls, train_type:str, config:TrainConfig) -> Strategy:
-        "The strategy for `train_type`, with the settings of `config`."
+    def create(cls, train_type:str, config:TrainConfig, reference:nn.Module|None=None) -> Strategy:
+        "The strategy for `train_type`, with the settings of `config` (and the frozen `reference` model, where it needs one)."
         if train_type not in cls.registry:
             raise ValueError(f"train_type {train_type!r} is not one of {list(cls.registry)}")
-        return cls.registry[train_type](config)
+        return cls.registry[train_type](config, reference)
 
 TRAIN_TYPES = tuple(StrategyFactory.registry)      # what --train_type accepts

@@ -4,7 +4,7 @@
 
 # %% ../nbs/34_trainer.ipynb #578c838b
 from __future__ import annotations
-import fcntl, json, math, os, random, re, shutil, socket, sys, time, warnings
+import copy, fcntl, hashlib, json, math, os, random, re, shutil, socket, sys, time, warnings
 from types import SimpleNamespace
 from dataclasses import fields
 from dataclasses import dataclass, field
@@ -31,7 +31,7 @@ from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_c
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
            'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory', 'training_memory', 'check_memory',
-           'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics']
+           'weights_sha256', 'check_reference', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -103,6 +103,8 @@ class TrainContext:
     data_info: dict | None = None      # what identifies the training data (`data_info`), saved with every checkpoint
     resume_request: str | None = None  # what was asked: 'auto', a checkpoint directory, or None (a fresh run)
     resumed_from: Path | None = None   # the checkpoint this run resumed from
+    reference: nn.Module | None = None # the strategy's frozen reference model, if it needs one (not wrapped, not trained)
+    reference_info: dict | None = None # where the reference came from and its weights' SHA-256, saved with every checkpoint
 
     def autocast(self):
         "The precision context of the forward pass."
@@ -171,13 +173,23 @@ class Trainer:
         return False
 
 # %% ../nbs/34_trainer.ipynb #65768ff0
+def _rows(batch:dict) -> int:
+    "Examples in a batch (sequences; pairs for DPO)."
+    return len(next(v for v in batch.values() if torch.is_tensor(v)))
+
+def _tokens(batch:dict) -> int:
+    "Input tokens of a batch, every sequence the model reads (chosen and rejected for DPO)."
+    return sum(v.numel() for k, v in batch.items() if k.endswith('input_ids'))
+
 @patch
 def step(self:Trainer, group:list[dict]) -> bool:
     "One optimizer step over the micro-batches of `group`; True when a rank received SIGTERM (stop after this step)."
     ctx, ex = self.ctx, self.ctx.executor
-    ctx.metrics = {}
-    scale = ctx.world_size * len(group) * ctx.config.batch_per_device * ctx.window_size   # C: the same on every rank
+    ctx.metrics, names = {}, ctx.strategy.metrics
+    # C: the most units (tokens, pairs) the step can hold, the same on every rank
+    scale = ctx.world_size * len(group) * ctx.strategy.max_units(ctx.config.batch_per_device, ctx.window_size)
     units, total = 0, torch.zeros((), device=ctx.device)
+    sums = torch.zeros(len(names), device=ctx.device)                        # the strategy's own metrics, summed like the loss
     for ctx.micro_step, batch in enumerate(group):
         self._run('on_batch_begin')
         units += ctx.strategy.normalizer(batch)                               # on the host, before the forward pass
@@ -187,15 +199,17 @@ def step(self:Trainer, group:list[dict]) -> bool:
             loss = out['loss'] * ex.loss_scale / scale
             (ctx.scaler.scale(loss) if ctx.scaler is not None else loss).backward()
         total += out['loss'].detach().float()
+        if names: sums += torch.stack([torch.as_tensor(out[k], device=ctx.device).detach().float() for k in names])
         self._run('on_batch_end')
-    n, loss_sum, stop = ex.reduce_sums(units, total, self.stop.requested)      # the step's one collective
+    n, loss_sum, stop, *extra = ex.reduce_sums(units, total, self.stop.requested, *sums)   # the step's one collective
     n = max(n, 1)
     if n != scale: torch._foreach_mul_([p.grad for p in ctx.model.parameters() if p.grad is not None], scale / n)
     ctx.metrics['loss'] = loss_sum / n
+    ctx.metrics.update({k: v / n for k, v in zip(names, extra)})              # means per unit, like the loss
     self.update()
     ctx.iteration += 1
-    ctx.consumed += sum(len(b['input_ids']) for b in group) * ctx.world_size
-    ctx.step_tokens = sum(b['input_ids'].numel() for b in group) * ctx.world_size
+    ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
+    ctx.step_tokens = sum(_tokens(b) for b in group) * ctx.world_size
     ctx.tokens_seen += ctx.step_tokens
     self._run('on_step_end')
     return bool(stop)
@@ -286,6 +300,7 @@ class TrainContextBuilder:
         # what is resumed, the data's identity, the model config: checked, nothing allocated yet
         self.resolve()
         self.build_model()
+        self.build_reference()        # only for strategies that need one
         self.build_data()
         self.build_optimizer()
         ctx = self.assemble()
@@ -326,8 +341,8 @@ def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset
     if config.train_type == 'seq':
         train, val, _ = load_pretrain_data(config.data_root_path, window_size)
         return train, val, None
-    train, val, meta = load_post_data(config.data_root_path, max_len=window_size, pack=config.train_type == 'sft',
-                                      kind='sft' if config.train_type == 'sft' else None)
+    kind = StrategyFactory.registry[config.train_type].data_kind
+    train, val, meta = load_post_data(config.data_root_path, max_len=window_size, pack=kind == 'sft', kind=kind)
     return train, val, collator_for(meta)
 
 def load_initial_weights(model:Transformer, path):
@@ -397,21 +412,23 @@ def available_memory(device:torch.device) -> int:
     if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
     return avail
 
-def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1) -> int:
-    "Bytes one rank needs at least: the fp32 weights, and their gradients and AdamW moments (sharded over the ranks by FSDP)."
+def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False) -> int:
+    "Bytes one rank needs at least: the fp32 weights, their gradients and AdamW moments (sharded over the ranks by FSDP), and a reference copy."
     n = num_params(cfg)
-    return 4 * n + 12 * n // (world_size if parallel_mode == 'fsdp' else 1)
+    return 4 * n + 12 * n // (world_size if parallel_mode == 'fsdp' else 1) + 4 * n * reference
 
 def _gb(n:int) -> str: return f"{n / 1e9:,.1f} GB"
 
-def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none', world_size:int=1, local_ranks:int=1):
-    "Raise a `ValueError` when training `cfg` cannot fit in the memory `device` has free (the machine's `local_ranks` share the CPU's)."
-    need = training_memory(cfg, parallel_mode, world_size) * (local_ranks if device.type == 'cpu' else 1)
+def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none', world_size:int=1, local_ranks:int=1,
+                 reference:bool=False):
+    "Raise a `ValueError` when training `cfg` (with a frozen `reference` copy) cannot fit in the memory `device` has free (the machine's `local_ranks` share the CPU's)."
+    need = training_memory(cfg, parallel_mode, world_size, reference) * (local_ranks if device.type == 'cpu' else 1)
     have = available_memory(device)
     if need > have:
         raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, "
                          f"{cfg.n_layers} layers, vocab {cfg.vocab_size}) "
-                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32, "
+                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32"
+                         f"{', and a reference copy' if reference else ''}, "
                          f"but {device.type} has {_gb(have)} "
                          "available: choose a smaller model (--model or --model_config)")
 
@@ -423,6 +440,11 @@ def resolve(self:TrainContextBuilder):
     self.resume_path = self._resume_path()
     self.data = data_info(c.data_root_path) if self.datasets is None else None
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
+    kind = self.strategy.data_kind
+    if self.data is not None and self.data['kind'] != kind:
+        raise ValueError(f"--train_type {c.train_type} trains on {kind} data, but {c.data_root_path} holds "
+                         f"{self.data['kind']} data: prepare {kind} data with astrai_nb_prepare --kind {kind}")
+    self.check_ref_path()
     if self.resume_path is not None: check_fits(self.resume_path, self.model_config, self.data)
     elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists():
         check_fits(c.param_path, None, self.data, TOKENIZER_FIELDS, 'cannot start from --param_path')
@@ -431,7 +453,8 @@ def resolve(self:TrainContextBuilder):
         raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
                          f"workers only read windows of memory-mapped shards, so 0 to {cores} is plenty")
     if self.model is None:
-        check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'])
+        check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'],
+                     reference=self.strategy.needs_reference)
 
 # %% ../nbs/34_trainer.ipynb #310fc842
 @patch
@@ -444,6 +467,76 @@ def build_model(self:TrainContextBuilder):
                          f"lower --window_size or use a model with a longer max_seq_len")
     self.raw = (self.model if self.model is not None else Transformer(mcfg)).to(self.device)
     if c.param_path is not None and self.resume_path is None: load_initial_weights(self.raw, c.param_path)
+
+# %% ../nbs/34_trainer.ipynb #7c4e2a90
+def weights_sha256(model:nn.Module) -> str:
+    "SHA-256 of a model's weights: every state_dict entry's name, dtype, shape and bytes, in order."
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+def _reference_source(c:TrainConfig) -> dict:
+    "Where a run's reference model comes from: the flag and path, or the seeded initialisation."
+    if c.ref_path is not None: return {'source': '--ref_path', 'path': str(Path(c.ref_path).resolve())}
+    if c.param_path is not None: return {'source': '--param_path', 'path': str(Path(c.param_path).resolve())}
+    return {'source': 'init', 'random_seed': c.random_seed}
+
+def _describe(info:dict) -> str:
+    return (f"the initial weights of --random_seed {info['random_seed']}" if info['source'] == 'init'
+            else f"{info['source']} {info['path']}")
+
+@patch
+def check_ref_path(self:TrainContextBuilder):
+    "Refuse a `ref_path` the strategy does not use, that does not exist, or whose model or tokenizer differs from this run's."
+    c = self.config
+    if c.ref_path is None: return
+    if not self.strategy.needs_reference:
+        uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference]
+        raise ValueError(f"--ref_path is only used by train types with a reference model ({', '.join(uses)}), "
+                         f"not --train_type {c.train_type}: drop --ref_path")
+    path = Path(c.ref_path)
+    if not path.exists():
+        raise FileNotFoundError(f"--ref_path {path} does not exist: pass a checkpoint step directory or a Hugging Face "
+                                "model directory (or leave it out to start from a copy of the starting weights)")
+    if (path / 'meta.json').exists(): check_fits(path, self.model_config, self.data, TOKENIZER_FIELDS, 'cannot use --ref_path')
+
+@patch
+def build_reference(self:TrainContextBuilder):
+    "The strategy's frozen reference: a copy of the starting weights or `ref_path`'s; on resume, the one the checkpoint was trained against."
+    c, self.reference, self.reference_info = self.config, None, None
+    if not self.strategy.needs_reference: return
+    info = _reference_source(c)
+    # a fresh run: the policy holds the starting weights now; a resumed one has not loaded them (they come from the checkpoint)
+    ref = copy.deepcopy(self.raw)
+    src = c.ref_path if c.ref_path is not None else c.param_path if self.resume_path is not None else None
+    if src is not None:
+        try: load_initial_weights(ref, src)
+        except (OSError, ValueError) as e:
+            if self.resume_path is None: raise
+            raise ValueError(f"cannot resume from {self.resume_path}: its reference model is rebuilt from "
+                             f"{_describe(info)}, which cannot be read ({e})") from None
+    ref.eval().requires_grad_(False)
+    info['sha256'] = weights_sha256(ref)
+    if self.resume_path is not None: check_reference(self.resume_path, info, c.train_type)
+    self.reference, self.reference_info = ref, info
+    self.strategy.reference = ref
+
+def check_reference(path, info:dict, train_type:str):
+    "Raise a `ValueError` unless checkpoint `path` was trained against the reference model `info` describes (the same weights, bitwise)."
+    saved = check_checkpoint(Path(path), hashes=False).get('reference')
+    if saved is None:
+        raise ValueError(f"cannot resume from {path}: it was written by a run without a reference model; start a new "
+                         f"--train_type {train_type} run from its weights with --param_path {path}")
+    if saved['sha256'] != info['sha256']:
+        how = ('leave out --param_path and --ref_path, with --random_seed ' + str(saved['random_seed'])
+               if saved['source'] == 'init' else f"{saved['source']} {saved['path']}")
+        raise ValueError(f"cannot resume from {path}: the reference model differs (checkpoint: {_describe(saved)}, "
+                         f"sha256 {saved['sha256'][:12]}…; this run: {_describe(info)}, sha256 {info['sha256'][:12]}…); "
+                         f"resume with the reference it was trained against ({how})")
+
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
 @patch
@@ -492,7 +585,8 @@ def assemble(self:TrainContextBuilder) -> TrainContext:
                         callbacks=self.callbacks if self.callbacks is not None else self.default_callbacks(),
                         window_size=self.window, steps_per_epoch=self.steps_per_epoch, total_steps=self.total_steps,
                         ckpt_dir=Path(c.ckpt_dir), world_size=self.world_size, rank=self.rank, executor=self.executor,
-                        data_info=self.data, resume_request=self.resume)
+                        data_info=self.data, resume_request=self.resume, reference=self.reference,
+                        reference_info=self.reference_info)
 
 # %% ../nbs/34_trainer.ipynb #5ddfa6fb
 def trainer_state(ctx:TrainContext) -> dict:
@@ -519,7 +613,7 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
                     extra={'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(),
                            'trainer_state': trainer_state(self)},
                     meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
-                          'data': self.data_info},
+                          'data': self.data_info, **({'reference': self.reference_info} if self.reference_info else {})},
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
     prune_checkpoints(self.ckpt_dir, keep_last)
