@@ -90,9 +90,10 @@ class Transformer(nn.Module):
     def forward(self, input_ids:Tensor,               # (B, T) token ids
                 start_pos:int|Tensor=0,               # position of the first token (with a KV cache); a (B,) tensor: one per row
                 kv_caches:list[KVCache]|None=None,    # one cache per layer, from `make_kv_caches`
-                mask:Tensor|None=None                 # additive mask broadcastable to (B, H, T, S); None: causal
-               ) -> Tensor:                           # (B, T, vocab_size) logits
-        "Logits of the next token at every position."
+                mask:Tensor|None=None,                # additive mask broadcastable to (B, H, T, S); None: causal
+                hidden:bool=False                     # True: the normed final hidden states (B, T, dim) instead of logits
+               ) -> Tensor:                           # (B, T, vocab_size) logits, or (B, T, dim) hidden states
+        "Logits of the next token at every position (or the hidden states they are projected from)."
         B, T = input_ids.shape
         if isinstance(start_pos, Tensor): start_pos, cos, sin, mask = self._row_positions(start_pos, T, mask)
         else:
@@ -103,7 +104,9 @@ class Transformer(nn.Module):
         if self.training: h = self.dropout(h)
         for i, layer in enumerate(self.layers):
             h = layer(h, cos, sin, mask, kv_caches[i] if kv_caches is not None else None, start_pos)
-        logits = self.output(self.norm(h))                                            # (B, T, padded_vocab)
+        h = self.norm(h)                                                              # (B, T, dim)
+        if hidden: return h                           # for a loss head that projects in chunks (20_losses)
+        logits = self.output(h)                                                       # (B, T, padded_vocab)
         return logits[..., :self.cfg.vocab_size]                                      # (B, T, vocab)
 
     def _row_positions(self, start_pos:Tensor, T:int, mask:Tensor|None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
