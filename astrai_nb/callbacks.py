@@ -101,12 +101,12 @@ class Throughput(Callback):
 
 # %% ../nbs/30_callbacks.ipynb #39a76549
 class Validation(Callback):
-    "Every `interval` steps and at the last one, add `val_loss` and `val_ppl` to the metrics."
+    "Every `interval` steps and at the last one, add `val_loss` and `val_ppl` to the metrics (not for on-policy strategies)."
     order = 20
     def __init__(self, interval:int, max_batches:int=0): self.interval, self.max_batches = interval, max_batches
 
     def on_step_end(self, ctx):
-        if ctx.val_loader is None or not self.interval: return
+        if ctx.val_loader is None or not self.interval or ctx.strategy.on_policy: return   # GRPO: its samples are its data
         if ctx.iteration % self.interval and ctx.iteration != ctx.total_steps: return
         res = evaluate_loss(ctx.strategy, ctx.model, ctx.val_loader, self.max_batches, ctx.device, ctx.autocast, ctx.executor.all_reduce)
         ctx.metrics.update({k: res[k] for k in ('val_loss', 'val_ppl')})

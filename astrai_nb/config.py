@@ -171,6 +171,14 @@ class TrainConfig(Config):
     dpo_beta: float = 0.1                 # DPO: beta, the strength of the pull towards the reference model
     # DPO: the frozen reference's weights (a checkpoint step or Hugging Face directory); None: the starting weights
     ref_path: str | None = None
+    group_size: int = 4                   # GRPO: samples per prompt, compared within their group
+    grpo_clip_eps: float = 0.2            # GRPO: the clipping range of the probability ratio
+    grpo_kl_coef: float = 0.01            # GRPO: weight of the squared log-ratio to the reference
+    grpo_temperature: float = 1.0         # GRPO: sampling temperature of the rollouts (> 0: a group must differ)
+    grpo_max_new_tokens: int = 32         # GRPO: the longest answer a rollout samples
+    # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
+    grpo_reward: str | None = None
+    sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
@@ -234,6 +242,15 @@ def validate(self:TrainConfig):
         if getattr(self, name) < 0: raise ValueError(f"{T}.{name} must be >= 0, got {getattr(self, name)}")
     if self.max_lr <= 0: raise ValueError(f"{T}.max_lr must be > 0, got {self.max_lr}")
     if self.dpo_beta <= 0: raise ValueError(f"{T}.dpo_beta must be > 0 (typical: 0.1 to 0.5), got {self.dpo_beta}")
+    if self.group_size < 2: raise ValueError(f"{T}.group_size must be >= 2 (each answer is compared with its group), got {self.group_size}")
+    for name, lo in (('grpo_kl_coef', 0), ('sync_interval', 0), ('grpo_max_new_tokens', 1)):
+        if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
+    if not 0 < self.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {self.grpo_clip_eps}")
+    if self.grpo_temperature <= 0:
+        raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
+    if self.train_type == 'grpo' and self.parallel_mode == 'fsdp':
+        raise ValueError(f"{T}.train_type='grpo' cannot be used with parallel_mode='fsdp' yet: the rollouts generate with "
+                         "the whole model on each rank; use --parallel_mode ddp")
     for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
         if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
                                                                  f"got {getattr(self, name)}")

@@ -4,7 +4,7 @@
 
 # %% ../nbs/43_rollout.ipynb #ad0f82ac
 from __future__ import annotations
-import hashlib, importlib, math
+import hashlib, importlib, math, os, sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -81,6 +81,7 @@ def resolve_scorer(spec:str|Callable|None) -> Callable:
     if spec is None: return score
     if callable(spec): return spec
     mod, sep, name = str(spec).partition(':')
+    if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())   # a module beside the user, as `python -m` finds it
     if not sep or not mod or not name:
         raise ValueError(f"reward {spec!r} must be given as module:function, e.g. astrai_nb.tasks:digit_score")
     try: fn = getattr(importlib.import_module(mod), name)

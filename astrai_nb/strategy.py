@@ -4,16 +4,18 @@
 
 # %% ../nbs/23_strategy.ipynb #0e68cb92
 from __future__ import annotations
+import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from .config import TrainConfig
-from .losses import lm_loss, sequence_logprobs, dpo_loss, IGNORE_INDEX
+from .losses import lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, IGNORE_INDEX
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy', 'StrategyFactory']
+__all__ = ['TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy', 'GRPOStrategy',
+           'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def count_targets(batch:dict) -> int:
@@ -27,11 +29,16 @@ class Strategy:
     metrics = ()                # names of the sums `__call__` returns beside 'loss'; logged as means per unit
     data_kind = 'pretrain'      # the prepared data it trains on (astrai_nb_prepare --kind)
     needs_reference = False     # True: the trainer builds a frozen reference model and sets `reference`
+    sync_reference = False      # True: the trainer copies the policy into the reference every `sync_interval` steps
+    on_policy = False           # True: `prepare` samples the data from the model (no fixed validation loss then)
     def __init__(self, config:TrainConfig, reference:nn.Module|None=None): self.config, self.reference = config, reference
     def __repr__(self): return f"{type(self).__name__}()"
     def max_units(self, batch_size:int, window:int) -> int:
         "The most units a micro-batch of `batch_size` sequences of `window` tokens can hold: its tokens."
         return batch_size * window
+    def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
+        "The batch to train on, made from the loader's (on-policy strategies sample here); `key` numbers it in the run."
+        return batch
     def normalizer(self, batch:dict) -> int: raise NotImplementedError
     def __call__(self, model:nn.Module, batch:dict) -> dict: raise NotImplementedError
 
@@ -95,10 +102,67 @@ class DPOStrategy(Strategy):
                 'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
 
 
+# %% ../nbs/23_strategy.ipynb #51eaee73
+class GRPOStrategy(Strategy):
+    "GRPO: each prompt's group of answers sampled from the current weights, scored, and trained on by the clipped objective."
+    metrics = ('reward', 'reward_failed', 'kl', 'clip_frac', 'response_len')
+    data_kind, needs_reference, sync_reference, on_policy = 'grpo', True, True, True
+    def __init__(self, config:TrainConfig, reference:nn.Module|None=None, tokenizer=None):
+        super().__init__(config, reference)
+        self.tokenizer, self.scorer = tokenizer, None            # the data's tokenizer (loaded when first needed)
+    def __repr__(self): return f"GRPOStrategy(group_size={self.config.group_size}, kl_coef={self.config.grpo_kl_coef})"
+    def max_units(self, batch_size:int, window:int) -> int: return batch_size * self.config.group_size   # answers
+
+    def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
+        "Sample `group_size` answers per prompt with the current weights, score them, and lay them out as training rows."
+        # 43_rollout and 40_generate come after this notebook: only GRPO needs them
+        from astrai_nb.rollout import rollout, rollout_batch, resolve_scorer, score_rollout, group_advantages, format_failures
+        from astrai_nb.generate import Generator, SamplingParams
+        from astrai_nb.tokenizer import TextTokenizer
+        if 'prompt_ids' not in batch:
+            raise ValueError("train_type 'grpo' needs batches of prompts with answers: prepare the data with --kind grpo")
+        c = self.config
+        if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_root_path)
+        if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward)
+        raw = getattr(model, 'module', model)                    # under DDP the wrapped module: sampling syncs nothing
+        prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]
+        was = raw.training
+        try:
+            g = Generator(raw, self.tokenizer, max_batch=len(prompts) * c.group_size, column_major=False)
+            params = SamplingParams(temperature=c.grpo_temperature, max_new_tokens=c.grpo_max_new_tokens)
+            ro = rollout(g, prompts, c.group_size, params, c.random_seed, key)
+        finally: raw.train(was)
+        rewards, failures = score_rollout(self.scorer, ro, batch['answer'])
+        for line in format_failures(failures): print(f"grpo: {line}", file=sys.stderr, flush=True)
+        rows = rollout_batch(ro, self.tokenizer.pad_id)
+        return {**rows, 'advantages': group_advantages(rewards, c.group_size),
+                'rewards': rewards.nan_to_num(0.0), 'reward_failed': rewards.isnan().float()}
+
+    def normalizer(self, batch:dict) -> int:
+        if 'advantages' not in batch:
+            raise ValueError("GRPOStrategy trains on rollouts: call prepare(model, batch, key) on the prompts first")
+        return len(batch['advantages'])
+
+    def __call__(self, model:nn.Module, batch:dict) -> dict:
+        if self.reference is None:
+            raise ValueError("GRPOStrategy needs a frozen reference model: GRPOStrategy(config, reference=model) "
+                             "(the trainer builds it from --ref_path or the starting weights)")
+        c, mask = self.config, batch['response_mask'].float()                          # (N, T)
+        logps = token_logprobs(model(batch['input_ids']), batch['target_ids'])        # (N, T)
+        with torch.no_grad(): ref = token_logprobs(self.reference(batch['input_ids']), batch['target_ids'])
+        old = logps.detach()                                                          # the weights that sampled them
+        per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none')
+        n = mask.sum(-1).clamp(min=1)                                                 # (N,) answer tokens
+        per_answer = lambda x: ((x * mask).sum(-1) / n).sum()                         # each answer's token mean, summed
+        d = (ref - logps).detach()
+        clipped = ((logps - old).exp() - 1).abs().detach() > c.grpo_clip_eps
+        return {'loss': per_answer(per_token), 'reward': batch['rewards'].sum(), 'reward_failed': batch['reward_failed'].sum(),
+                'kl': per_answer(d.exp() - d - 1), 'clip_frac': per_answer(clipped.float()), 'response_len': mask.sum()}
+
 # %% ../nbs/23_strategy.ipynb #9ff46e6b
 class StrategyFactory:
     "Create the strategy of a `train_type`."
-    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy}
+    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy, 'grpo': GRPOStrategy}
 
     @classmethod
     def create(cls, train_type:str, config:TrainConfig, reference:nn.Module|None=None) -> Strategy:

@@ -31,7 +31,8 @@ from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_c
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
            'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory', 'training_memory', 'check_memory',
-           'weights_sha256', 'check_reference', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics']
+           'weights_sha256', 'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics',
+           'plot_metrics']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -178,7 +179,7 @@ def _rows(batch:dict) -> int:
     return len(next(v for v in batch.values() if torch.is_tensor(v)))
 
 def _tokens(batch:dict) -> int:
-    "Input tokens of a batch, every sequence the model reads (chosen and rejected for DPO)."
+    "Input tokens of a batch, every sequence the model reads (chosen and rejected for DPO; prompts and answers for GRPO)."
     return sum(v.numel() for k, v in batch.items() if k.endswith('input_ids'))
 
 @patch
@@ -188,12 +189,16 @@ def step(self:Trainer, group:list[dict]) -> bool:
     ctx.metrics, names = {}, ctx.strategy.metrics
     # C: the most units (tokens, pairs) the step can hold, the same on every rank
     scale = ctx.world_size * len(group) * ctx.strategy.max_units(ctx.config.batch_per_device, ctx.window_size)
-    units, total = 0, torch.zeros((), device=ctx.device)
+    units, tokens, total = 0, 0, torch.zeros((), device=ctx.device)
     sums = torch.zeros(len(names), device=ctx.device)                        # the strategy's own metrics, summed like the loss
     for ctx.micro_step, batch in enumerate(group):
         self._run('on_batch_begin')
+        # what the strategy trains on (GRPO samples it here); the key numbers the micro-batch in the run, rank included
+        key = (ctx.iteration * len(group) + ctx.micro_step) * ctx.world_size + ctx.rank
+        batch = ctx.strategy.prepare(ctx.model, batch, key)
         units += ctx.strategy.normalizer(batch)                               # on the host, before the forward pass
-        batch = {key: v.to(ctx.device, non_blocking=True) for key, v in batch.items()}
+        tokens += _tokens(batch)
+        batch = {key: v.to(ctx.device, non_blocking=True) if torch.is_tensor(v) else v for key, v in batch.items()}
         with ex.accumulate(ctx.model, last=ctx.micro_step == len(group) - 1):  # sync gradients on the last one only
             with ctx.autocast(): out = ctx.strategy(ctx.model, batch)
             loss = out['loss'] * ex.loss_scale / scale
@@ -209,7 +214,7 @@ def step(self:Trainer, group:list[dict]) -> bool:
     self.update()
     ctx.iteration += 1
     ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
-    ctx.step_tokens = sum(_tokens(b) for b in group) * ctx.world_size
+    ctx.step_tokens = tokens * ctx.world_size
     ctx.tokens_seen += ctx.step_tokens
     self._run('on_step_end')
     return bool(stop)
@@ -287,6 +292,7 @@ class TrainContextBuilder:
         cbs = [GradientClipping(c.max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
+        if StrategyFactory.registry[c.train_type].sync_reference and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -530,6 +536,7 @@ def check_reference(path, info:dict, train_type:str):
     if saved is None:
         raise ValueError(f"cannot resume from {path}: it was written by a run without a reference model; start a new "
                          f"--train_type {train_type} run from its weights with --param_path {path}")
+    if saved['source'] == 'synced': return            # the checkpoint carries the reference's weights (ReferenceSync)
     if saved['sha256'] != info['sha256']:
         how = ('leave out --param_path and --ref_path, with --random_seed ' + str(saved['random_seed'])
                if saved['source'] == 'init' else f"{saved['source']} {saved['path']}")
@@ -537,6 +544,17 @@ def check_reference(path, info:dict, train_type:str):
                          f"sha256 {saved['sha256'][:12]}…; this run: {_describe(info)}, sha256 {info['sha256'][:12]}…); "
                          f"resume with the reference it was trained against ({how})")
 
+
+# %% ../nbs/34_trainer.ipynb #dbe2fc58
+class ReferenceSync(Callback):
+    "Every `interval` steps, copy the policy's weights into the reference model (GRPO's `sync_interval`)."
+    order = 5                                          # before the checkpoint of the same step
+    def __init__(self, interval:int): self.interval = interval
+
+    def on_step_end(self, ctx):
+        if not self.interval or ctx.iteration % self.interval or ctx.reference is None: return
+        ctx.reference.load_state_dict(ctx.raw_model.state_dict())
+        ctx.reference_info = {'source': 'synced', 'step': ctx.iteration, 'sha256': weights_sha256(ctx.reference)}
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
 @patch
@@ -605,13 +623,19 @@ def tokenizer_files(self:TrainContext) -> dict[str, bytes]:
             if (root / n).exists()}
 
 @patch
+def _synced_reference(self:TrainContext) -> dict:
+    "The reference's weights as an extra state, when `ReferenceSync` made them (nothing can rebuild them)."
+    synced = self.reference_info is not None and self.reference_info['source'] == 'synced'
+    return {'reference': self.reference.state_dict()} if synced else {}
+
+@patch
 def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
     model_sd, optim_sd = self.executor.state_dicts(self.raw_model, self.optimizer)
     if self.rank != 0: return None
     ck = Checkpoint(model_sd, self.epoch, self.iteration,
                     extra={'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(),
-                           'trainer_state': trainer_state(self)},
+                           'trainer_state': trainer_state(self), **self._synced_reference()},
                     meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
                           'data': self.data_info, **({'reference': self.reference_info} if self.reference_info else {})},
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
@@ -638,6 +662,16 @@ def restore_schedule(self:TrainContext, saved:dict) -> dict:
     return changed
 
 @patch
+def load_reference(self:TrainContext, ck:Checkpoint):
+    "Take the synced reference a checkpoint carries, checked against the hash its meta.json records."
+    self.reference.load_state_dict(ck.extra['reference'])
+    info = ck.meta['reference']
+    if weights_sha256(self.reference) != info['sha256']:
+        raise ValueError(f"checkpoint step_{ck.iteration}: reference.pt does not match the reference hash in its meta.json; "
+                         "the file was changed after it was written")
+    self.reference_info = info
+
+@patch
 def load_checkpoint(self:TrainContext, path):
     "Restore model, optimizer moments, scheduler position and trainer state from `path`; the hyper-parameters stay this run's."
     ck = Checkpoint.load(path)
@@ -658,6 +692,7 @@ def load_checkpoint(self:TrainContext, path):
     if self.scaler is not None and st['scaler'] is not None: self.scaler.load_state_dict(st['scaler'])
     for cb in self.callbacks:
         if type(cb).__name__ in st['callbacks']: cb.load_state_dict(st['callbacks'][type(cb).__name__])
+    if 'reference' in ck.extra: self.load_reference(ck)
     set_rng_state(st['rng'])
     self.resumed, self.resumed_from = True, Path(path)
 
