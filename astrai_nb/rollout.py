@@ -4,7 +4,8 @@
 
 # %% ../nbs/43_rollout.ipynb #ad0f82ac
 from __future__ import annotations
-import hashlib, importlib, math, os, sys
+import hashlib, importlib, inspect, math, os, sys
+from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from numbers import Real
@@ -13,10 +14,15 @@ from torch import Tensor
 from .examples import IGNORE_INDEX
 from .tasks import score
 from .generate import Generator, SamplingParams
+from .config import ModelConfig
+from .model import Transformer
+from .strategy import REWARD_HEAD, add_reward_head, sequence_rewards
+from .tokenizer import TextTokenizer
+from .checkpoint import Checkpoint
 
 # %% auto #0
-__all__ = ['sample_seed', 'Rollout', 'rollout', 'rollout_batch', 'resolve_scorer', 'score_rollout', 'format_failures',
-           'group_advantages']
+__all__ = ['sample_seed', 'Rollout', 'rollout', 'rollout_batch', 'resolve_scorer', 'takes_tokens', 'score_rollout',
+           'format_failures', 'group_advantages', 'RewardModelScorer']
 
 # %% ../nbs/43_rollout.ipynb #2c2a2bdb
 def sample_seed(seed:int,   # the run's seed
@@ -76,14 +82,18 @@ def rollout_batch(ro:Rollout,            # the samples
     return {'input_ids': x, 'target_ids': y, 'response_mask': (y != IGNORE_INDEX).long()}
 
 # %% ../nbs/43_rollout.ipynb #818b6787
-def resolve_scorer(spec:str|Callable|None) -> Callable:
-    "A reward function from `spec`: None (the task's exact match), a callable, or 'module:function'."
+def resolve_scorer(spec:str|Callable|None,         # None, a callable, 'module:function' or 'rm:<ckpt_dir>/step_N'
+                   tokenizer:TextTokenizer|None=None # the policy's: a reward model must read its token ids (checked)
+                  ) -> Callable:
+    "A reward function from `spec`: None (the task's exact match), a callable, 'module:function', or 'rm:' and a reward model's checkpoint."
     if spec is None: return score
     if callable(spec): return spec
     mod, sep, name = str(spec).partition(':')
+    if mod == 'rm' and name: return RewardModelScorer(name, tokenizer=tokenizer)
     if os.getcwd() not in sys.path: sys.path.insert(0, os.getcwd())   # a module beside the user, as `python -m` finds it
     if not sep or not mod or not name:
-        raise ValueError(f"reward {spec!r} must be given as module:function, e.g. astrai_nb.tasks:digit_score")
+        raise ValueError(f"reward {spec!r} must be given as module:function, e.g. astrai_nb.tasks:digit_score, "
+                         "or as rm:<ckpt_dir>/step_N for a reward model")
     try: fn = getattr(importlib.import_module(mod), name)
     except ImportError as e: raise ValueError(f"reward {spec!r}: module {mod!r} cannot be imported ({e})") from None
     except AttributeError: raise ValueError(f"reward {spec!r}: module {mod!r} has no {name!r}") from None
@@ -91,18 +101,23 @@ def resolve_scorer(spec:str|Callable|None) -> Callable:
     return fn
 
 # %% ../nbs/43_rollout.ipynb #fee5dc68
-def score_rollout(scorer:Callable,           # (response, answer) -> float
+def takes_tokens(scorer:Callable) -> bool:
+    "Whether `scorer` names a `prompt_ids` parameter: then it is given the sample's `prompt_ids` and `response_ids` too."
+    try: return 'prompt_ids' in inspect.signature(scorer).parameters
+    except (TypeError, ValueError): return False
+
+def score_rollout(scorer:Callable,           # (response, answer) -> float; (..., prompt_ids=, response_ids=) if it names them
                   ro:Rollout,                # the samples
                   answers:Sequence           # one answer per prompt
                  ) -> tuple[Tensor, list[dict]]: # rewards (N,), NaN where the scorer failed; and the failures
     "Each sample's reward; a scorer that raises or returns a non-finite non-number gives NaN and a report."
     if len(answers) * ro.group_size != len(ro):
         raise ValueError(f"{len(answers)} answers for {len(ro)} samples in groups of {ro.group_size}")
-    rewards, failures = [], []
+    rewards, failures, tokens = [], [], takes_tokens(scorer)
     for i, text in enumerate(ro.texts):
         answer = answers[i // ro.group_size]
         try:
-            r = scorer(text, answer)
+            r = scorer(text, answer, **({'prompt_ids': ro.prompt_ids[i], 'response_ids': ro.response_ids[i]} if tokens else {}))
             ok = isinstance(r, Real) and math.isfinite(r)
             problem = None if ok else f"returned {r!r}, not a finite number"
         except Exception as e: problem = f"raised {type(e).__name__}: {e}"
@@ -134,3 +149,45 @@ def group_advantages(rewards:Tensor,     # (N,) rewards, NaN where the scorer fa
     var = (torch.where(valid, r - mean, 0.0) ** 2).sum(-1, keepdim=True) / (n - 1).clamp(min=1)
     adv = torch.where(valid & (n >= 2), (r - mean) / (var.sqrt() + eps), 0.0)
     return adv.view_as(rewards).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+# %% ../nbs/43_rollout.ipynb #a51b5c15
+class RewardModelScorer:
+    "A reward model (a `--train_type rm` checkpoint) as a GRPO reward: its score of the prompt and the sampled response."
+    def __init__(self, path,                              # a checkpoint step directory of an rm run
+                 device:str|torch.device|None=None,       # None: CUDA when there is one, else the CPU
+                 tokenizer:TextTokenizer|None=None):      # the policy's tokenizer, checked against the reward model's
+        self.path = path = Path(path)
+        where = f"reward 'rm:{path}'"
+        if not (path / 'meta.json').exists():
+            raise ValueError(f"{where}: {path} is not a checkpoint step directory: pass <ckpt_dir>/step_N of a --train_type rm run")
+        ck = Checkpoint.load(path)
+        if REWARD_HEAD not in ck.state_dict:
+            raise ValueError(f"{where}: {path} is a language model, not a reward model (its weights have no {REWARD_HEAD}): "
+                             "train one with --train_type rm on preference pairs (--kind dpo data)")
+        self.tokenizer = TextTokenizer.load(path)
+        if tokenizer is not None and tokenizer.hash != self.tokenizer.hash:
+            raise ValueError(f"{where} was trained with another tokenizer (sha256 {self.tokenizer.hash[:12]}…) than the policy's "
+                             f"(sha256 {tokenizer.hash[:12]}…): it would read the policy's token ids as other tokens; train the reward "
+                             "model on data prepared with the policy's tokenizer (astrai_nb_prepare --tokenizer DIR)")
+        self.device = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
+        model = add_reward_head(Transformer(ModelConfig.from_dict(ck.config)))
+        model.load_state_dict(ck.state_dict)
+        self.model = model.to(self.device).eval().requires_grad_(False)
+        self.stop_ids = {self.tokenizer.end_id, self.tokenizer.eos_id}
+
+    def __repr__(self): return f"RewardModelScorer('{self.path}')"
+
+    def ids(self, prompt_ids:Sequence[int], response_ids:Sequence[int]) -> list[int]:
+        "The tokens the reward model reads: the prompt and the response, without a final stop token."
+        response_ids = list(response_ids)
+        if response_ids and response_ids[-1] in self.stop_ids: response_ids = response_ids[:-1]
+        return list(prompt_ids) + response_ids
+
+    def __call__(self, response:str, answer=None, *, prompt_ids:Sequence[int]|None=None,
+                 response_ids:Sequence[int]|None=None) -> float:
+        "The reward of one sample (`response` and `answer` are not read: the token ids are)."
+        if prompt_ids is None or response_ids is None:
+            raise TypeError("a reward model scores a prompt with its response: call it with prompt_ids= and response_ids= "
+                            "(score_rollout does)")
+        ids = torch.tensor([self.ids(prompt_ids, response_ids)], device=self.device)       # (1, L)
+        with torch.inference_mode(): return float(sequence_rewards(self.model, ids, torch.tensor([ids.shape[1] - 1]))[0])

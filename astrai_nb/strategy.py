@@ -10,12 +10,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from .config import TrainConfig
-from .losses import lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, IGNORE_INDEX
+from .losses import lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, reward_pairwise_loss, IGNORE_INDEX
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy', 'GRPOStrategy',
-           'StrategyFactory']
+__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy',
+           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def count_targets(batch:dict) -> int:
@@ -36,6 +36,9 @@ class Strategy:
     def max_units(self, batch_size:int, window:int) -> int:
         "The most units a micro-batch of `batch_size` sequences of `window` tokens can hold: its tokens."
         return batch_size * window
+    def setup_model(self, model:nn.Module) -> nn.Module:
+        "What the strategy adds to a freshly built model, before any weights are loaded (the reward model: its head)."
+        return model
     def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
         "The batch to train on, made from the loader's (on-policy strategies sample here); `key` numbers it in the run."
         return batch
@@ -102,6 +105,69 @@ class DPOStrategy(Strategy):
                 'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
 
 
+# %% ../nbs/23_strategy.ipynb #8c5b0e60
+REWARD_HEAD = 'reward_head.weight'       # the reward model's one extra tensor, beside the language model's
+
+def add_reward_head(model:nn.Module) -> nn.Module:
+    "Give `model` a scalar head `reward_head` (dim -> 1, no bias, zero) unless it has one; freeze an untied output projection."
+    if not hasattr(model, 'reward_head'):
+        w = model.norm.weight
+        model.reward_head = nn.Linear(model.cfg.dim, 1, bias=False, device=w.device, dtype=w.dtype)
+        nn.init.zeros_(model.reward_head.weight)
+    if not model.cfg.tie_embeddings: model.output.requires_grad_(False)     # a reward model never reads the logits
+    return model
+
+def _inner(model:nn.Module) -> nn.Module:
+    "The module inside DDP (`.module`) and `torch.compile` (`._orig_mod`) wrappers."
+    while hasattr(model, 'module') or hasattr(model, '_orig_mod'): model = getattr(model, 'module', None) or model._orig_mod
+    return model
+
+def last_positions(mask:Tensor) -> Tensor:   # (B,)
+    "The index of the last nonzero entry of each row of `mask` (B, T): a right-padded row's last real token (0 if it has none)."
+    pos = torch.arange(mask.shape[1], device=mask.device)                        # (T,)
+    return torch.where(mask != 0, pos, -1).amax(-1).clamp(min=0)                  # (B,)
+
+def sequence_rewards(model:nn.Module,        # a model with a `reward_head`, or a DDP / compiled wrapper of one
+                     input_ids:Tensor,       # (B, T) token ids
+                     last:Tensor             # (B,) the position of each row's last real token
+                    ) -> Tensor:             # (B,) rewards, fp32
+    "The reward of each row: the reward head on the final hidden state at its last real token."
+    head = getattr(_inner(model), 'reward_head', None)
+    if head is None: raise ValueError("this model has no reward head: add_reward_head(model) gives it one "
+                                      "(the trainer does for --train_type rm)")
+    h = model(input_ids, hidden=True)                                             # (B, T, dim)
+    h_last = h[torch.arange(len(h), device=h.device), last.to(h.device)]          # (B, dim)
+    return head(h_last).squeeze(-1).float()                                       # (B,)
+
+class RMStrategy(Strategy):
+    "A reward model: the Bradley-Terry loss -log sigmoid(r_chosen - r_rejected) of its scalar rewards, summed over pairs."
+    metrics = ('reward_chosen', 'reward_rejected', 'reward_margin', 'pref_accuracy')
+    data_kind = 'dpo'
+    def setup_model(self, model:nn.Module) -> nn.Module: return add_reward_head(model)
+    def max_units(self, batch_size:int, window:int) -> int: return batch_size      # pairs
+
+    def normalizer(self, batch:dict) -> int:
+        if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
+            raise ValueError("train_type 'rm' needs batches of preference pairs (chosen_* and rejected_* "
+                             "sequences): prepare the data with --kind dpo")
+        return len(batch['chosen_input_ids'])
+
+    @staticmethod
+    def rewards(model:nn.Module, batch:dict) -> Tensor:   # (2B,): the chosen sequences, then the rejected
+        "The rewards of chosen and rejected, in one forward pass, each read at its response's last token."
+        T = max(batch[f'{side}_input_ids'].shape[1] for side in ('chosen', 'rejected'))
+        both = lambda key: torch.cat([_pad_to(batch[f'{side}_{key}'], T, 0) for side in ('chosen', 'rejected')])
+        return sequence_rewards(model, both('input_ids'), last_positions(both('loss_mask')))
+
+    def __call__(self, model:nn.Module, batch:dict) -> dict:
+        B = self.normalizer(batch)
+        r = self.rewards(model, batch)                                                # (2B,)
+        chosen, rejected = r[:B], r[B:]
+        margin = (chosen - rejected).detach()                                         # (B,)
+        return {'loss': reward_pairwise_loss(chosen, rejected) * B,                   # the mean over pairs, times pairs
+                'reward_chosen': chosen.detach().sum(), 'reward_rejected': rejected.detach().sum(),
+                'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
+
 # %% ../nbs/23_strategy.ipynb #51eaee73
 class GRPOStrategy(Strategy):
     "GRPO: each prompt's group of answers sampled from the current weights, scored, and trained on by the clipped objective."
@@ -123,7 +189,7 @@ class GRPOStrategy(Strategy):
             raise ValueError("train_type 'grpo' needs batches of prompts with answers: prepare the data with --kind grpo")
         c = self.config
         if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_root_path)
-        if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward)
+        if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward, self.tokenizer)   # a reward model must share it
         raw = getattr(model, 'module', model)                    # under DDP the wrapped module: sampling syncs nothing
         prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]
         was = raw.training
@@ -162,7 +228,7 @@ class GRPOStrategy(Strategy):
 # %% ../nbs/23_strategy.ipynb #9ff46e6b
 class StrategyFactory:
     "Create the strategy of a `train_type`."
-    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy, 'grpo': GRPOStrategy}
+    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy, 'grpo': GRPOStrategy, 'rm': RMStrategy}
 
     @classmethod
     def create(cls, train_type:str, config:TrainConfig, reference:nn.Module|None=None) -> Strategy:

@@ -20,7 +20,7 @@ from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler
-from .strategy import Strategy, StrategyFactory
+from .strategy import Strategy, StrategyFactory, REWARD_HEAD
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, dist_env, threads_per_rank
 from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
                                   list_checkpoints)
@@ -352,7 +352,7 @@ def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset
     return train, val, collator_for(meta)
 
 def load_initial_weights(model:Transformer, path):
-    "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory."
+    "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory (a reward model's head may be missing)."
     path = Path(path)
     if (path / 'meta.json').exists(): sd = Checkpoint.load(path).state_dict
     elif (path / 'config.json').exists():
@@ -360,7 +360,12 @@ def load_initial_weights(model:Transformer, path):
         sd = import_hf(path).state_dict()
     else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging "
                                   "Face model directory")
-    model.load_state_dict(sd)
+    have, want = set(sd), set(model.state_dict())
+    if REWARD_HEAD in have - want:
+        raise ValueError(f"{path} holds a reward model (its weights include {REWARD_HEAD}), not a language model: start from "
+                         f"the checkpoint it was trained from, or use it as a GRPO reward with --grpo_reward rm:{path}")
+    # a reward model started from a language model: the head keeps its initialisation (zero)
+    model.load_state_dict(sd, strict=not (want - have == {REWARD_HEAD} and have <= want))
 
 # %% ../nbs/34_trainer.ipynb #2d5bf93a
 TOKENIZER_FIELDS = ('vocab_size', 'tokenizer_hash')
@@ -471,7 +476,8 @@ def build_model(self:TrainContextBuilder):
     if self.window > mcfg.max_seq_len:
         raise ValueError(f"window_size={self.window} is longer than the model's max_seq_len={mcfg.max_seq_len}: "
                          f"lower --window_size or use a model with a longer max_seq_len")
-    self.raw = (self.model if self.model is not None else Transformer(mcfg)).to(self.device)
+    # the strategy's additions (the reward model's head) come before any weights are loaded
+    self.raw = self.strategy.setup_model(self.model if self.model is not None else Transformer(mcfg)).to(self.device)
     if c.param_path is not None and self.resume_path is None: load_initial_weights(self.raw, c.param_path)
 
 # %% ../nbs/34_trainer.ipynb #7c4e2a90
