@@ -178,7 +178,8 @@ class KLStrategy(SEQStrategy):
         lm = lm_loss(logits, batch['target_ids'], batch.get('loss_mask'), label_smoothing=self.config.label_smoothing, reduction='sum')
         n = keep.sum()
         # stage 1, and evaluation (eval mode: validation measures the LM loss alone)
-        if self.stage == 1 or not model.training: return {'loss': lm, 'lm_loss': lm.detach(), 'kl': torch.zeros_like(lm.detach()), 'stage': self.stage * n}
+        if self.stage == 1 or not model.training:
+            return {'loss': lm, 'lm_loss': lm.detach(), 'kl': torch.zeros_like(lm.detach()), 'stage': self.stage * n}
         if self.reference is None:
             raise ValueError("KLStrategy in stage 2 needs the stage-1 snapshot: KLStrategy(config, reference=model) "
                              "(the trainer's StageBoundary takes it at the end of stage 1)")
