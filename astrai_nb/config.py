@@ -179,6 +179,9 @@ class TrainConfig(Config):
     # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
     grpo_reward: str | None = None
     sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
+    kl_beta: float = 0.1                  # KL: weight of KL(policy ‖ the stage-1 snapshot) in stage 2 (0: only logged)
+    stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
+    stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
@@ -248,6 +251,23 @@ def validate(self:TrainConfig):
     if not 0 < self.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {self.grpo_clip_eps}")
     if self.grpo_temperature <= 0:
         raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
+    if self.kl_beta < 0: raise ValueError(f"{T}.kl_beta must be >= 0, got {self.kl_beta}")
+    for name in ('stage1_steps', 'stage1_tokens'):
+        v = getattr(self, name)
+        if v is not None and v < 0: raise ValueError(f"{T}.{name} must be >= 0 (or None), got {v}")
+        if v is not None and self.train_type != 'kl':
+            raise ValueError(f"{T}.{name} is only used by train_type 'kl' (the two-stage trainer), not {self.train_type!r}: drop it")
+    if self.train_type == 'kl':
+        given = [n for n in ('stage1_steps', 'stage1_tokens') if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"{T}.train_type='kl' needs the length of stage 1 in exactly one unit, got "
+                             f"{' and '.join(given) or 'neither'}: pass --stage1_steps N or --stage1_tokens N")
+        if self.ref_path is not None:
+            raise ValueError(f"{T}.ref_path is not used by train_type 'kl': its reference is the snapshot of the policy "
+                             "taken at the stage boundary; drop --ref_path")
+        if self.parallel_mode == 'fsdp':
+            raise ValueError(f"{T}.train_type='kl' cannot be used with parallel_mode='fsdp' yet: the stage-boundary snapshot "
+                             "is a whole copy of the model on each rank; use --parallel_mode ddp")
     if self.train_type == 'grpo' and self.parallel_mode == 'fsdp':
         raise ValueError(f"{T}.train_type='grpo' cannot be used with parallel_mode='fsdp' yet: the rollouts generate with "
                          "the whole model on each rank; use --parallel_mode ddp")

@@ -9,13 +9,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
+from .losses import kl_to_reference
 from .config import TrainConfig
 from .losses import lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, reward_pairwise_loss, IGNORE_INDEX
 from .mask import document_mask
 
 # %% auto #0
 __all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy',
-           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'StrategyFactory']
+           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'KLStrategy',
+           'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def count_targets(batch:dict) -> int:
@@ -225,10 +227,38 @@ class GRPOStrategy(Strategy):
         return {'loss': per_answer(per_token), 'reward': batch['rewards'].sum(), 'reward_failed': batch['reward_failed'].sum(),
                 'kl': per_answer(d.exp() - d - 1), 'clip_frac': per_answer(clipped.float()), 'response_len': mask.sum()}
 
+# %% ../nbs/23_strategy.ipynb #7f3b0d52
+class KLStrategy(SEQStrategy):
+    "Two-stage pretraining: the SEQ loss in stage 1; from the stage boundary on, plus kl_beta times KL(policy || snapshot) per target token."
+    metrics = ('lm_loss', 'kl', 'stage')
+    needs_reference = True      # the snapshot: 34_trainer's StageBoundary copies the policy into it at the boundary
+    def __init__(self, config:TrainConfig, reference:nn.Module|None=None):
+        super().__init__(config, reference)
+        self.stage = 1          # 2 from the stage boundary on (set by StageBoundary, and on resume)
+    def __repr__(self): return f"KLStrategy(beta={self.config.kl_beta}, stage={self.stage})"
+
+    def __call__(self, model:nn.Module, batch:dict) -> dict:
+        mask = document_mask(batch['doc_ids']) if 'doc_ids' in batch else None      # (B, 1, T, T) for packed rows
+        logits = model(batch['input_ids'], mask=mask)                                # (B, T, V)
+        keep = batch['target_ids'] != IGNORE_INDEX                                   # (B, T) the tokens that carry loss
+        if 'loss_mask' in batch: keep = keep & (batch['loss_mask'] != 0)
+        lm = lm_loss(logits, batch['target_ids'], batch.get('loss_mask'), label_smoothing=self.config.label_smoothing, reduction='sum')
+        n = keep.sum()
+        # stage 1, and evaluation (eval mode: validation measures the LM loss alone)
+        if self.stage == 1 or not model.training:
+            return {'loss': lm, 'lm_loss': lm.detach(), 'kl': torch.zeros_like(lm.detach()), 'stage': self.stage * n}
+        if self.reference is None:
+            raise ValueError("KLStrategy in stage 2 needs the stage-1 snapshot: KLStrategy(config, reference=model) "
+                             "(the trainer's StageBoundary takes it at the end of stage 1)")
+        with torch.no_grad(): ref = self.reference(batch['input_ids'], mask=mask)   # (B, T, V), no graph
+        kl = kl_to_reference(logits, ref, keep, reduction='sum')
+        return {'loss': lm + self.config.kl_beta * kl, 'lm_loss': lm.detach(), 'kl': kl.detach(), 'stage': 2 * n}
+
+
 # %% ../nbs/23_strategy.ipynb #9ff46e6b
 class StrategyFactory:
     "Create the strategy of a `train_type`."
-    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy, 'grpo': GRPOStrategy, 'rm': RMStrategy}
+    registry = {'seq': SEQStrategy, 'sft': SFTStrategy, 'dpo': DPOStrategy, 'grpo': GRPOStrategy, 'rm': RMStrategy, 'kl': KLStrategy}
 
     @classmethod
     def create(cls, train_type:str, config:TrainConfig, reference:nn.Module|None=None) -> Strategy:

@@ -32,7 +32,7 @@ __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
            'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory', 'training_memory', 'check_memory',
            'weights_sha256', 'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics',
-           'plot_metrics']
+           'plot_metrics', 'StageBoundary']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -293,6 +293,7 @@ class TrainContextBuilder:
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if StrategyFactory.registry[c.train_type].sync_reference and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
+        if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -344,10 +345,10 @@ def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset
     "Train and validation datasets of `config.data_root_path` for its train_type, and the collate function."
     from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
     _need_data(config.data_root_path)
-    if config.train_type == 'seq':
+    kind = StrategyFactory.registry[config.train_type].data_kind
+    if kind == 'pretrain':
         train, val, _ = load_pretrain_data(config.data_root_path, window_size)
         return train, val, None
-    kind = StrategyFactory.registry[config.train_type].data_kind
     train, val, meta = load_post_data(config.data_root_path, max_len=window_size, pack=kind == 'sft', kind=kind)
     return train, val, collator_for(meta)
 
@@ -506,7 +507,8 @@ def check_ref_path(self:TrainContextBuilder):
     c = self.config
     if c.ref_path is None: return
     if not self.strategy.needs_reference:
-        uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference]
+        # kl's reference is its own stage-1 snapshot, not a path
+        uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference and t != 'kl']
         raise ValueError(f"--ref_path is only used by train types with a reference model ({', '.join(uses)}), "
                          f"not --train_type {c.train_type}: drop --ref_path")
     path = Path(c.ref_path)
@@ -819,3 +821,33 @@ def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or 
         h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
     ax.legend(handles, labels)
     return ax
+
+# %% ../nbs/34_trainer.ipynb #2d8f4b01
+class StageBoundary(Callback):
+    "The two-stage trainer's boundary: when stage 1 is complete, copy the policy into the frozen snapshot and switch the strategy to stage 2."
+    order = 5                                          # after the step's update, before its checkpoint
+    def __init__(self, steps:int|None=None,            # stage 1 ends after this many optimizer steps...
+                 tokens:int|None=None):                # ...or with the first step at which tokens_seen reaches this
+        self.steps, self.tokens = steps, tokens
+
+    def complete(self, ctx) -> bool:
+        "Whether the steps run so far complete stage 1."
+        return ctx.iteration >= self.steps if self.steps is not None else ctx.tokens_seen >= self.tokens
+
+    def on_train_begin(self, ctx):
+        snapshot = ctx.reference_info is not None and ctx.reference_info['source'] == 'synced'   # a resume after the boundary
+        ctx.strategy.stage = 2 if snapshot else 1
+        if not snapshot and self.complete(ctx): self.take(ctx)                               # stage 1 of 0 steps or tokens
+
+    def on_step_end(self, ctx):
+        if ctx.strategy.stage == 1 and self.complete(ctx): self.take(ctx)
+
+    def take(self, ctx):
+        "The snapshot: the policy's weights now, frozen in `ctx.reference`; the strategy trains against it from the next step."
+        ctx.reference.load_state_dict(ctx.raw_model.state_dict())
+        ctx.reference_info = {'source': 'synced', 'step': ctx.iteration, 'sha256': weights_sha256(ctx.reference), 'stage': 2}
+        ctx.strategy.stage = 2
+        if ctx.rank == 0:
+            print(f"kl: stage 1 ends at step {ctx.iteration} ({ctx.tokens_seen:,} tokens); from step {ctx.iteration + 1} the loss "
+                  f"adds {ctx.config.kl_beta} x KL(policy || the snapshot of these weights)", flush=True)
+
