@@ -228,17 +228,24 @@ def export_cli(argv:list[str]|None=None) -> int|None:
     return run_script('astrai_nb_export', lambda: export(**_settings(parser, argv)) and None)
 
 # %% ../nbs/50_cli.ipynb #43936056
+def _need_param_path(c):
+    if c.param_path is None:
+        raise ValueError("--param_path is needed: a checkpoint step directory (CKPT_DIR/step_N) or a Hugging Face model directory")
+
+def _load_model(c) -> tuple:
+    "The model and tokenizer at `c.param_path` (a script's settings: param_path, dtype, device, tokenizer), and the device."
+    from astrai_nb.hf import load_pretrained                            # lazy: 41_hf (see 90_layout)
+    _need_param_path(c)
+    device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    return (*load_pretrained(c.param_path, c.dtype, device, c.tokenizer), device)
+
 def generate(**settings) -> str|None:
     "Continue `--prompt` from the model at `--param_path`, printing the text as it comes; without a prompt, chat in the terminal."
     from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl   # lazy: only this script decodes
-    from astrai_nb.hf import load_pretrained                                            # lazy: 41_hf (see 90_layout)
     c = config_from(GenerateConfig, settings)
-    if c.param_path is None:
-        raise ValueError("--param_path is needed: a checkpoint step directory (CKPT_DIR/step_N) or a Hugging Face model directory")
     params = config_from(SamplingParams, dict(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_k=c.top_k,
                                               top_p=c.top_p, repetition_penalty=c.repetition_penalty, seed=c.seed))
-    device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, tok = load_pretrained(c.param_path, c.dtype, device, c.tokenizer)
+    model, tok, _ = _load_model(c)
     g = Generator(model, tok, max_batch=1)
     if c.prompt is None:
         print(f"astrai_nb_generate: chat with {c.param_path}; Ctrl-D (or Ctrl-C) on an empty prompt ends it", file=sys.stderr)
@@ -287,13 +294,10 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
 
 def evaluate(**settings) -> dict:
     "Score the model at `--param_path` on `--task` (greedy exact match) and, with `--data_root_path`, its validation loss; print the numbers."
-    from astrai_nb.hf import load_pretrained                      # lazy: 41_hf (see 90_layout)
     c = config_from(EvalConfig, settings)
-    if c.param_path is None:
-        raise ValueError("--param_path is needed: a checkpoint step directory (CKPT_DIR/step_N) or a Hugging Face model directory")
+    _need_param_path(c)
     rows = load_task_rows(c.task, c.samples, '--task')             # a wrong path fails before the model loads
-    device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    model, tok = load_pretrained(c.param_path, c.dtype, device, c.tokenizer)
+    model, tok, device = _load_model(c)
     t0 = time.perf_counter()
     res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device == 'cpu')
     res['seconds'] = time.perf_counter() - t0

@@ -9,22 +9,25 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .losses import kl_to_reference
 from .config import TrainConfig
-from .losses import lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, reward_pairwise_loss, IGNORE_INDEX
+from .losses import (lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, reward_pairwise_loss,
+                              kl_to_reference, IGNORE_INDEX)
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'DPOStrategy',
-           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'KLStrategy',
-           'StrategyFactory']
+__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'pair_rows',
+           'pair_metrics', 'DPOStrategy', 'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy',
+           'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
-def count_targets(batch:dict) -> int:
-    "Target tokens that carry loss: target_ids != IGNORE_INDEX and, if present, loss_mask != 0."
+def target_mask(batch:dict) -> Tensor:   # (B, T) bool
+    "The target tokens that carry loss: target_ids != IGNORE_INDEX and, if present, loss_mask != 0."
     keep = batch['target_ids'] != IGNORE_INDEX
-    if 'loss_mask' in batch: keep = keep & (batch['loss_mask'] != 0)
-    return int(keep.sum())
+    return keep & (batch['loss_mask'] != 0) if 'loss_mask' in batch else keep
+
+def count_targets(batch:dict) -> int:
+    "How many target tokens carry loss (`target_mask`)."
+    return int(target_mask(batch).sum())
 
 class Strategy:
     "Base strategy: `normalizer(batch)` units, and the summed loss of `model` on `batch` from `__call__(model, batch)`."
@@ -53,11 +56,15 @@ class SEQStrategy(Strategy):
     "Next-token cross-entropy over all target tokens (pretraining)."
     def normalizer(self, batch:dict) -> int: return count_targets(batch)
 
-    def __call__(self, model:nn.Module, batch:dict) -> dict:
+    def lm(self, model:nn.Module, batch:dict) -> tuple[Tensor, Tensor|None, Tensor]:
+        "The summed LM loss of `batch`, with the logits and the attention mask it used."
         mask = document_mask(batch['doc_ids']) if 'doc_ids' in batch else None      # (B, 1, T, T) for packed rows
         logits = model(batch['input_ids'], mask=mask)                                # (B, T, V)
-        return {'loss': lm_loss(logits, batch['target_ids'], batch.get('loss_mask'),
-                                label_smoothing=self.config.label_smoothing, reduction='sum')}
+        loss = lm_loss(logits, batch['target_ids'], batch.get('loss_mask'), label_smoothing=self.config.label_smoothing,
+                       reduction='sum')
+        return loss, logits, mask
+
+    def __call__(self, model:nn.Module, batch:dict) -> dict: return {'loss': self.lm(model, batch)[0]}
 
 class SFTStrategy(SEQStrategy):
     "Next-token cross-entropy on the response tokens only (the batch's loss_mask)."
@@ -72,27 +79,40 @@ def _pad_to(t:Tensor, T:int, value:int) -> Tensor:
     "Right-pad the (B, L) tensor `t` to (B, T) with `value`."
     return F.pad(t, (0, T - t.shape[1]), value=value)
 
+def pair_rows(batch:dict, key:str, pad:int=0) -> Tensor:   # (2B, T)
+    "`chosen_<key>` then `rejected_<key>` of a pair batch, right-padded to one length: both sides in one forward pass."
+    T = max(batch[f'{side}_input_ids'].shape[1] for side in ('chosen', 'rejected'))
+    return torch.cat([_pad_to(batch[f'{side}_{key}'], T, pad) for side in ('chosen', 'rejected')])
+
+def pair_metrics(chosen:Tensor, rejected:Tensor) -> dict:   # (B,) rewards of each side
+    "Summed rewards of each side, margin, and preference accuracy (a tie counts 1/2)."
+    chosen, rejected = chosen.detach(), rejected.detach()
+    margin = chosen - rejected
+    return {'reward_chosen': chosen.sum(), 'reward_rejected': rejected.sum(), 'reward_margin': margin.sum(),
+            'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
+
+def _check_pairs(batch:dict, train_type:str) -> int:
+    "The number of pairs of a pair batch; a clear error for any other batch."
+    if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
+        raise ValueError(f"train_type {train_type!r} needs batches of preference pairs (chosen_* and rejected_* "
+                         "sequences): prepare the data with --kind dpo")
+    return len(batch['chosen_input_ids'])
+
 class DPOStrategy(Strategy):
     "DPO against a frozen reference model: -log sigmoid of beta times the margin of log-ratios, summed over pairs."
     metrics = ('reward_chosen', 'reward_rejected', 'reward_margin', 'pref_accuracy')
     data_kind, needs_reference = 'dpo', True
     def __repr__(self): return f"DPOStrategy(beta={self.config.dpo_beta})"
 
-    def normalizer(self, batch:dict) -> int:
-        if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
-            raise ValueError("train_type 'dpo' needs batches of preference pairs (chosen_* and rejected_* "
-                             "sequences): prepare the data with --kind dpo")
-        return len(batch['chosen_input_ids'])
+    def normalizer(self, batch:dict) -> int: return _check_pairs(batch, 'dpo')
 
     def max_units(self, batch_size:int, window:int) -> int: return batch_size      # pairs
 
     @staticmethod
     def logps(model:nn.Module, batch:dict) -> Tensor:    # (2B,): the chosen responses, then the rejected
         "Summed log-probabilities of the response tokens of chosen and rejected, in one forward pass."
-        T = max(batch[f'{side}_input_ids'].shape[1] for side in ('chosen', 'rejected'))
-        both = lambda key, pad: torch.cat([_pad_to(batch[f'{side}_{key}'], T, pad) for side in ('chosen', 'rejected')])
-        logits = model(both('input_ids', 0))                                          # (2B, T, V)
-        return sequence_logprobs(logits, both('target_ids', IGNORE_INDEX), both('loss_mask', 0))
+        logits = model(pair_rows(batch, 'input_ids'))                                 # (2B, T, V)
+        return sequence_logprobs(logits, pair_rows(batch, 'target_ids', IGNORE_INDEX), pair_rows(batch, 'loss_mask'))
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
         if self.reference is None:
@@ -102,9 +122,7 @@ class DPOStrategy(Strategy):
         policy = self.logps(model, batch)                                             # (2B,)
         with torch.no_grad(): ref = self.logps(self.reference, batch)                 # (2B,), no graph
         loss, chosen, rejected = dpo_loss(policy[:B], policy[B:], ref[:B], ref[B:], self.config.dpo_beta, reduction='sum')
-        margin = chosen - rejected                                                    # (B,)
-        return {'loss': loss, 'reward_chosen': chosen.sum(), 'reward_rejected': rejected.sum(),
-                'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
+        return {'loss': loss, **pair_metrics(chosen, rejected)}
 
 
 # %% ../nbs/23_strategy.ipynb #8c5b0e60
@@ -148,27 +166,19 @@ class RMStrategy(Strategy):
     def setup_model(self, model:nn.Module) -> nn.Module: return add_reward_head(model)
     def max_units(self, batch_size:int, window:int) -> int: return batch_size      # pairs
 
-    def normalizer(self, batch:dict) -> int:
-        if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
-            raise ValueError("train_type 'rm' needs batches of preference pairs (chosen_* and rejected_* "
-                             "sequences): prepare the data with --kind dpo")
-        return len(batch['chosen_input_ids'])
+    def normalizer(self, batch:dict) -> int: return _check_pairs(batch, 'rm')
 
     @staticmethod
     def rewards(model:nn.Module, batch:dict) -> Tensor:   # (2B,): the chosen sequences, then the rejected
         "The rewards of chosen and rejected, in one forward pass, each read at its response's last token."
-        T = max(batch[f'{side}_input_ids'].shape[1] for side in ('chosen', 'rejected'))
-        both = lambda key: torch.cat([_pad_to(batch[f'{side}_{key}'], T, 0) for side in ('chosen', 'rejected')])
-        return sequence_rewards(model, both('input_ids'), last_positions(both('loss_mask')))
+        return sequence_rewards(model, pair_rows(batch, 'input_ids'), last_positions(pair_rows(batch, 'loss_mask')))
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
         B = self.normalizer(batch)
         r = self.rewards(model, batch)                                                # (2B,)
         chosen, rejected = r[:B], r[B:]
-        margin = (chosen - rejected).detach()                                         # (B,)
         return {'loss': reward_pairwise_loss(chosen, rejected) * B,                   # the mean over pairs, times pairs
-                'reward_chosen': chosen.detach().sum(), 'reward_rejected': rejected.detach().sum(),
-                'reward_margin': margin.sum(), 'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
+                **pair_metrics(chosen, rejected)}
 
 # %% ../nbs/23_strategy.ipynb #51eaee73
 class GRPOStrategy(Strategy):
@@ -192,7 +202,7 @@ class GRPOStrategy(Strategy):
         c = self.config
         if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_root_path)
         if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward, self.tokenizer)   # a reward model must share it
-        raw = getattr(model, 'module', model)                    # under DDP the wrapped module: sampling syncs nothing
+        raw = _inner(model)                                      # under DDP the wrapped module: sampling syncs nothing
         prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]
         was = raw.training
         try:
@@ -238,11 +248,8 @@ class KLStrategy(SEQStrategy):
     def __repr__(self): return f"KLStrategy(beta={self.config.kl_beta}, stage={self.stage})"
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
-        mask = document_mask(batch['doc_ids']) if 'doc_ids' in batch else None      # (B, 1, T, T) for packed rows
-        logits = model(batch['input_ids'], mask=mask)                                # (B, T, V)
-        keep = batch['target_ids'] != IGNORE_INDEX                                   # (B, T) the tokens that carry loss
-        if 'loss_mask' in batch: keep = keep & (batch['loss_mask'] != 0)
-        lm = lm_loss(logits, batch['target_ids'], batch.get('loss_mask'), label_smoothing=self.config.label_smoothing, reduction='sum')
+        lm, logits, mask = self.lm(model, batch)                                     # the SEQ loss, its logits (B, T, V)
+        keep = target_mask(batch)                                                    # (B, T) the tokens that carry loss
         n = keep.sum()
         # stage 1, and evaluation (eval mode: validation measures the LM loss alone)
         if self.stage == 1 or not model.training:

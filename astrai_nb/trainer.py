@@ -554,6 +554,17 @@ def check_reference(path, info:dict, train_type:str):
 
 
 # %% ../nbs/34_trainer.ipynb #dbe2fc58
+@patch
+def sync_reference(self:TrainContext, **info):
+    "Copy the policy's weights into the reference model; from now on the checkpoints carry them (nothing can rebuild them)."
+    self.reference.load_state_dict(self.raw_model.state_dict())
+    self.reference_info = {'source': 'synced', 'step': self.iteration, 'sha256': weights_sha256(self.reference), **info}
+
+@patch(as_prop=True)
+def reference_synced(self:TrainContext) -> bool:
+    "Whether the reference is a copy the run made of its own weights (`sync_reference`)."
+    return self.reference_info is not None and self.reference_info['source'] == 'synced'
+
 class ReferenceSync(Callback):
     "Every `interval` steps, copy the policy's weights into the reference model (GRPO's `sync_interval`)."
     order = 5                                          # before the checkpoint of the same step
@@ -561,8 +572,7 @@ class ReferenceSync(Callback):
 
     def on_step_end(self, ctx):
         if not self.interval or ctx.iteration % self.interval or ctx.reference is None: return
-        ctx.reference.load_state_dict(ctx.raw_model.state_dict())
-        ctx.reference_info = {'source': 'synced', 'step': ctx.iteration, 'sha256': weights_sha256(ctx.reference)}
+        ctx.sync_reference()
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
 @patch
@@ -633,8 +643,7 @@ def tokenizer_files(self:TrainContext) -> dict[str, bytes]:
 @patch
 def _synced_reference(self:TrainContext) -> dict:
     "The reference's weights as an extra state, when `ReferenceSync` made them (nothing can rebuild them)."
-    synced = self.reference_info is not None and self.reference_info['source'] == 'synced'
-    return {'reference': self.reference.state_dict()} if synced else {}
+    return {'reference': self.reference.state_dict()} if self.reference_synced else {}
 
 @patch
 def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
@@ -835,7 +844,7 @@ class StageBoundary(Callback):
         return ctx.iteration >= self.steps if self.steps is not None else ctx.tokens_seen >= self.tokens
 
     def on_train_begin(self, ctx):
-        snapshot = ctx.reference_info is not None and ctx.reference_info['source'] == 'synced'   # a resume after the boundary
+        snapshot = ctx.reference_synced                                                      # a resume after the boundary
         ctx.strategy.stage = 2 if snapshot else 1
         if not snapshot and self.complete(ctx): self.take(ctx)                               # stage 1 of 0 steps or tokens
 
@@ -844,8 +853,7 @@ class StageBoundary(Callback):
 
     def take(self, ctx):
         "The snapshot: the policy's weights now, frozen in `ctx.reference`; the strategy trains against it from the next step."
-        ctx.reference.load_state_dict(ctx.raw_model.state_dict())
-        ctx.reference_info = {'source': 'synced', 'step': ctx.iteration, 'sha256': weights_sha256(ctx.reference), 'stage': 2}
+        ctx.sync_reference(stage=2)
         ctx.strategy.stage = 2
         if ctx.rank == 0:
             print(f"kl: stage 1 ends at step {ctx.iteration} ({ctx.tokens_seen:,} tokens); from step {ctx.iteration + 1} the loss "
