@@ -10,7 +10,8 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES', 'Config', 'ModelConfig', 'TrainConfig']
+__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES', 'KL_ESTIMATORS', 'Config', 'ModelConfig',
+           'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -162,6 +163,7 @@ SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
 PRECISIONS = ('auto', 'fp32', 'bf16', 'fp16')
 PARALLEL_MODES = ('none', 'ddp', 'fsdp')
 NAN_POLICIES = ('stop', 'skip')
+KL_ESTIMATORS = ('exact', 'nll_diff')
 
 @dataclass
 class TrainConfig(Config):
@@ -180,6 +182,8 @@ class TrainConfig(Config):
     grpo_reward: str | None = None
     sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
     kl_beta: float = 0.1                  # KL: weight of KL(policy ‖ the stage-1 snapshot) in stage 2 (0: only logged)
+    # KL: 'exact' (the sum over the vocabulary) or 'nll_diff' (policy NLL - stop-grad snapshot NLL of the target token)
+    kl_estimator: str = 'exact'
     stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
     stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
@@ -207,6 +211,7 @@ class TrainConfig(Config):
     adamw_beta2: float = 0.95             # AdamW beta2
     adamw_weight_decay: float = 0.1       # AdamW decoupled weight decay, on matrices only
     label_smoothing: float = 0.0          # cross-entropy label smoothing
+    loss_chunk_size: int = 1024           # tokens projected to logits at a time by the loss head; 0: all logits at once
     random_seed: int = 42                 # seeds the weights, the data order and every random number generator
     ckpt_interval: int = 100              # save a checkpoint every this many steps (and at the end)
     keep_last: int = 3                    # checkpoints to keep
@@ -230,7 +235,7 @@ class TrainConfig(Config):
 
 # %% ../nbs/00_config.ipynb #bcae6f8b
 TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
-                       'nan_policy': NAN_POLICIES}
+                       'nan_policy': NAN_POLICIES, 'kl_estimator': KL_ESTIMATORS}
 
 @patch
 def validate(self:TrainConfig):
@@ -288,4 +293,6 @@ def validate(self:TrainConfig):
         raise ValueError(f"{T}.eval_task cannot be used with parallel_mode='fsdp': each rank holds only a shard of the weights, "
                          "and generating on them would need every rank to run the same forward passes. Train with "
                          "--parallel_mode ddp, or evaluate the saved checkpoints with astrai_nb_eval")
+    if self.loss_chunk_size < 0:
+        raise ValueError(f"{T}.loss_chunk_size must be >= 0 (0: the whole logits at once), got {self.loss_chunk_size}")
     return self

@@ -5,6 +5,7 @@
 # %% ../nbs/13_model.ipynb #806627f5
 from __future__ import annotations
 import math, time
+from typing import Callable
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -91,9 +92,10 @@ class Transformer(nn.Module):
                 start_pos:int|Tensor=0,               # position of the first token (with a KV cache); a (B,) tensor: one per row
                 kv_caches:list[KVCache]|None=None,    # one cache per layer, from `make_kv_caches`
                 mask:Tensor|None=None,                # additive mask broadcastable to (B, H, T, S); None: causal
-                hidden:bool=False                     # True: the normed final hidden states (B, T, dim) instead of logits
-               ) -> Tensor:                           # (B, T, vocab_size) logits, or (B, T, dim) hidden states
-        "Logits of the next token at every position (or the hidden states they are projected from)."
+                hidden:bool=False,                    # True: the normed final hidden states (B, T, dim) instead of logits
+                head:Callable|None=None               # head(hidden, weight) in place of the projection: a loss head (23_strategy)
+               ) -> Tensor:                           # (B, T, vocab_size) logits, the hidden states, or what `head` returns
+        "Logits of the next token at every position (or the hidden states they are projected from, or a head's result)."
         B, T = input_ids.shape
         if isinstance(start_pos, Tensor): start_pos, cos, sin, mask = self._row_positions(start_pos, T, mask)
         else:
@@ -106,6 +108,7 @@ class Transformer(nn.Module):
             h = layer(h, cos, sin, mask, kv_caches[i] if kv_caches is not None else None, start_pos)
         h = self.norm(h)                                                              # (B, T, dim)
         if hidden: return h                           # for a loss head that projects in chunks (20_losses)
+        if head is not None: return head(h, self.output.weight[:self.cfg.vocab_size])   # inside forward: FSDP has gathered it
         logits = self.output(h)                                                       # (B, T, padded_vocab)
         return logits[..., :self.cfg.vocab_size]                                      # (B, T, vocab)
 

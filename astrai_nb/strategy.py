@@ -10,14 +10,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from .config import TrainConfig
-from .losses import (lm_loss, token_logprobs, sequence_logprobs, dpo_loss, grpo_loss, reward_pairwise_loss,
-                              kl_to_reference, IGNORE_INDEX)
+from .losses import (lm_loss, dpo_loss, grpo_loss, reward_pairwise_loss,
+                              kl_to_reference, chunked_lm_loss, IGNORE_INDEX)
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'Strategy', 'SEQStrategy', 'SFTStrategy', 'pair_rows',
-           'pair_metrics', 'DPOStrategy', 'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy',
-           'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
+__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll', 'Strategy', 'SEQStrategy', 'SFTStrategy',
+           'pair_rows', 'pair_metrics', 'DPOStrategy', 'add_reward_head', 'last_positions', 'sequence_rewards',
+           'RMStrategy', 'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def target_mask(batch:dict) -> Tensor:   # (B, T) bool
@@ -28,6 +28,19 @@ def target_mask(batch:dict) -> Tensor:   # (B, T) bool
 def count_targets(batch:dict) -> int:
     "How many target tokens carry loss (`target_mask`)."
     return int(target_mask(batch).sum())
+
+def token_nll(model:nn.Module,              # a language model, or a DDP / FSDP / compiled wrapper of one
+              input_ids:Tensor,             # (B, T)
+              target_ids:Tensor,            # (B, T); IGNORE_INDEX where no loss is wanted
+              chunk_size:int=0,             # > 0: the chunked loss head inside forward; 0: the whole logits at once
+              label_smoothing:float=0.0,    # epsilon of label smoothing
+              mask:Tensor|None=None         # attention mask (packed rows: `document_mask`); None: causal
+             ) -> Tensor:                   # (B, T) -log p(target), 0 where the target is ignored
+    "Per-token (label-smoothed) negative log-likelihood of `target_ids` under `model`: the one loss head every strategy uses."
+    if not chunk_size:
+        return lm_loss(model(input_ids, mask=mask), target_ids, label_smoothing=label_smoothing, reduction='none')
+    head = lambda h, w: chunked_lm_loss(h, w, target_ids, label_smoothing=label_smoothing, reduction='none', chunk_size=chunk_size)
+    return model(input_ids, mask=mask, head=head)
 
 class Strategy:
     "Base strategy: `normalizer(batch)` units, and the summed loss of `model` on `batch` from `__call__(model, batch)`."
@@ -52,19 +65,20 @@ class Strategy:
 
 
 # %% ../nbs/23_strategy.ipynb #70958aba
+def _attention_mask(batch:dict) -> Tensor|None:   # (B, 1, T, T) for packed rows, else None (causal)
+    return document_mask(batch['doc_ids']) if 'doc_ids' in batch else None
+
 class SEQStrategy(Strategy):
     "Next-token cross-entropy over all target tokens (pretraining)."
     def normalizer(self, batch:dict) -> int: return count_targets(batch)
 
-    def lm(self, model:nn.Module, batch:dict) -> tuple[Tensor, Tensor|None, Tensor]:
-        "The summed LM loss of `batch`, with the logits and the attention mask it used."
-        mask = document_mask(batch['doc_ids']) if 'doc_ids' in batch else None      # (B, 1, T, T) for packed rows
-        logits = model(batch['input_ids'], mask=mask)                                # (B, T, V)
-        loss = lm_loss(logits, batch['target_ids'], batch.get('loss_mask'), label_smoothing=self.config.label_smoothing,
-                       reduction='sum')
-        return loss, logits, mask
+    def nll(self, model:nn.Module, batch:dict) -> Tensor:   # (B, T)
+        "The per-token loss of `batch` (0 on the targets that carry none), by the config's loss head."
+        targets = batch['target_ids'].masked_fill(~target_mask(batch), IGNORE_INDEX)
+        return token_nll(model, batch['input_ids'], targets, self.config.loss_chunk_size, self.config.label_smoothing,
+                         _attention_mask(batch))
 
-    def __call__(self, model:nn.Module, batch:dict) -> dict: return {'loss': self.lm(model, batch)[0]}
+    def __call__(self, model:nn.Module, batch:dict) -> dict: return {'loss': self.nll(model, batch).sum()}
 
 class SFTStrategy(SEQStrategy):
     "Next-token cross-entropy on the response tokens only (the batch's loss_mask)."
@@ -108,11 +122,10 @@ class DPOStrategy(Strategy):
 
     def max_units(self, batch_size:int, window:int) -> int: return batch_size      # pairs
 
-    @staticmethod
-    def logps(model:nn.Module, batch:dict) -> Tensor:    # (2B,): the chosen responses, then the rejected
+    def logps(self, model:nn.Module, batch:dict) -> Tensor:    # (2B,): the chosen responses, then the rejected
         "Summed log-probabilities of the response tokens of chosen and rejected, in one forward pass."
-        logits = model(pair_rows(batch, 'input_ids'))                                 # (2B, T, V)
-        return sequence_logprobs(logits, pair_rows(batch, 'target_ids', IGNORE_INDEX), pair_rows(batch, 'loss_mask'))
+        targets = pair_rows(batch, 'target_ids', IGNORE_INDEX).masked_fill(pair_rows(batch, 'loss_mask') == 0, IGNORE_INDEX)
+        return -token_nll(model, pair_rows(batch, 'input_ids'), targets, self.config.loss_chunk_size).sum(-1)
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
         if self.reference is None:
@@ -226,8 +239,8 @@ class GRPOStrategy(Strategy):
             raise ValueError("GRPOStrategy needs a frozen reference model: GRPOStrategy(config, reference=model) "
                              "(the trainer builds it from --ref_path or the starting weights)")
         c, mask = self.config, batch['response_mask'].float()                          # (N, T)
-        logps = token_logprobs(model(batch['input_ids']), batch['target_ids'])        # (N, T)
-        with torch.no_grad(): ref = token_logprobs(self.reference(batch['input_ids']), batch['target_ids'])
+        logps = -token_nll(model, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)     # (N, T)
+        with torch.no_grad(): ref = -token_nll(self.reference, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)
         old = logps.detach()                                                          # the weights that sampled them
         per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none')
         n = mask.sum(-1).clamp(min=1)                                                 # (N,) answer tokens
@@ -248,18 +261,26 @@ class KLStrategy(SEQStrategy):
     def __repr__(self): return f"KLStrategy(beta={self.config.kl_beta}, stage={self.stage})"
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
-        lm, logits, mask = self.lm(model, batch)                                     # the SEQ loss, its logits (B, T, V)
-        keep = target_mask(batch)                                                    # (B, T) the tokens that carry loss
+        c, keep = self.config, target_mask(batch)                                    # (B, T) the tokens that carry loss
         n = keep.sum()
         # stage 1, and evaluation (eval mode: validation measures the LM loss alone)
         if self.stage == 1 or not model.training:
+            lm = super().__call__(model, batch)['loss']
             return {'loss': lm, 'lm_loss': lm.detach(), 'kl': torch.zeros_like(lm.detach()), 'stage': self.stage * n}
         if self.reference is None:
             raise ValueError("KLStrategy in stage 2 needs the stage-1 snapshot: KLStrategy(config, reference=model) "
                              "(the trainer's StageBoundary takes it at the end of stage 1)")
-        with torch.no_grad(): ref = self.reference(batch['input_ids'], mask=mask)   # (B, T, V), no graph
+        if c.kl_estimator == 'nll_diff':                                             # per-token NLLs only: chunked heads
+            lm = self.nll(model, batch).sum()
+            with torch.no_grad(): ref = self.nll(self.reference, batch).sum()       # sg(the snapshot's NLL)
+            kl = lm - ref                                                            # its gradient is lm's
+            return {'loss': lm + c.kl_beta * kl, 'lm_loss': lm.detach(), 'kl': kl.detach(), 'stage': 2 * n}
+        mask, ids = _attention_mask(batch), batch['input_ids']
+        logits = model(ids, mask=mask)                                               # (B, T, V): the exact KL needs them all
+        lm = lm_loss(logits, batch['target_ids'].masked_fill(~keep, IGNORE_INDEX), label_smoothing=c.label_smoothing, reduction='sum')
+        with torch.no_grad(): ref = self.reference(ids, mask=mask)                   # (B, T, V), no graph
         kl = kl_to_reference(logits, ref, keep, reduction='sum')
-        return {'loss': lm + self.config.kl_beta * kl, 'lm_loss': lm.detach(), 'kl': kl.detach(), 'stage': 2 * n}
+        return {'loss': lm + c.kl_beta * kl, 'lm_loss': lm.detach(), 'kl': kl.detach(), 'stage': 2 * n}
 
 
 # %% ../nbs/23_strategy.ipynb #9ff46e6b
