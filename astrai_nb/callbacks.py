@@ -101,7 +101,7 @@ class Throughput(Callback):
 
 # %% ../nbs/30_callbacks.ipynb #39a76549
 class Validation(Callback):
-    "Every `interval` steps and at the last one, add `val_loss` and `val_ppl` to the metrics (not for on-policy strategies)."
+    "Every `interval` steps and at the last one, add the validation results (`evaluate_loss`: `val_loss`, and `val_ppl` or the strategy's metrics) to the metrics (not for on-policy strategies)."
     order = 20
     def __init__(self, interval:int, max_batches:int=0): self.interval, self.max_batches = interval, max_batches
 
@@ -109,7 +109,7 @@ class Validation(Callback):
         if ctx.val_loader is None or not self.interval or ctx.strategy.on_policy: return   # GRPO: its samples are its data
         if ctx.iteration % self.interval and ctx.iteration != ctx.total_steps: return
         res = evaluate_loss(ctx.strategy, ctx.model, ctx.val_loader, self.max_batches, ctx.device, ctx.autocast, ctx.executor.all_reduce)
-        ctx.metrics.update({k: res[k] for k in ('val_loss', 'val_ppl')})
+        ctx.metrics.update({k: v for k, v in res.items() if k != 'val_tokens'})
 
 # %% ../nbs/30_callbacks.ipynb #35aded74
 class TaskEval(Callback):
@@ -144,7 +144,7 @@ class TaskEval(Callback):
 class MetricLogger(Callback):
     "Append one JSON row per logged step to `path`, with window means; resumable."
     order = 30
-    evals = ('val_loss', 'val_ppl', 'eval_accuracy', 'eval_response_len')   # an evaluation's results: logged on their own step
+    evals = ('val_', 'eval_')       # prefixes of an evaluation's results (24_evaluate): logged on their own step
     def __init__(self, path, interval:int=10): self.path, self.interval, self.acc = Path(path), interval, {}
 
     def state_dict(self) -> dict: return {'acc': {k: list(v) for k, v in self.acc.items()}}
@@ -179,12 +179,12 @@ class MetricLogger(Callback):
                 s = self.acc.setdefault(k, [0.0, 0])
                 s[0] += float(ctx.metrics[k]); s[1] += 1
         last = ctx.iteration == ctx.total_steps
-        if ctx.iteration % self.interval and not any(k in ctx.metrics for k in self.evals) and not last: return
+        if ctx.iteration % self.interval and not any(k.startswith(self.evals) for k in ctx.metrics) and not last: return
         row = {'step': ctx.iteration, 'epoch': ctx.epoch, 'tokens': ctx.tokens_seen, 'lr': ctx.scheduler.get_last_lr()[0]}
         if ctx.iteration % self.interval == 0 or last:
             row.update({k: s / n for k, (s, n) in self.acc.items() if n})
             self.acc = {}
-        row.update({k: ctx.metrics[k] for k in self.evals if k in ctx.metrics})
+        row.update({k: v for k, v in ctx.metrics.items() if k.startswith(self.evals)})
         self.file.write(json.dumps(row) + '\n'); self.file.flush()
 
     def on_train_end(self, ctx): self.file.close()

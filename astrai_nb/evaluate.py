@@ -13,6 +13,7 @@ import torch.nn as nn
 from .config import Config
 from .prepare import read_jsonl, prompt_messages
 from .tasks import JSONL_KEYS, score
+from .strategy import SEQStrategy
 
 # %% auto #0
 __all__ = ['evaluate_loss', 'load_task_rows', 'task_accuracy', 'EvalConfig']
@@ -26,22 +27,24 @@ def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed 
                   device=None,             # move batches here (None: leave them)
                   autocast=nullcontext,    # a callable returning the precision context
                   reduce=lambda x: x       # sums a number over the ranks (each rank evaluates its shard)
-                 ) -> dict:                # {'val_loss', 'val_ppl', 'val_tokens'}
-    "Token-weighted loss and perplexity of `model` under `strategy` over `loader`."
-    was_training = model.training
+                 ) -> dict:                # val_loss, val_tokens (the units); val_ppl, or val_<metric> for each of the strategy's
+    "Unit-weighted loss of `model` under `strategy` over `loader`: with the perplexity for a next-token loss, else the strategy's own metrics."
+    was_training, lm = model.training, isinstance(strategy, SEQStrategy)     # lm: the loss is a per-token NLL
     model.eval()
-    total, count = 0.0, 0
+    sums, count = dict.fromkeys(('loss',) + (() if lm else strategy.metrics), 0.0), 0
     try:
         for i, batch in enumerate(loader):
             if max_batches and i >= max_batches: break
             if device is not None: batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            with autocast(): total += float(strategy(model, batch)['loss'])
+            with autocast(): out = strategy(model, batch)
+            for k in sums: sums[k] += float(out[k])
             count += strategy.normalizer(batch)
     finally: model.train(was_training)
-    total, count = reduce(total), int(reduce(count))
+    sums, count = {k: reduce(v) for k, v in sums.items()}, int(reduce(count))
     if count == 0: raise ValueError("the validation data has no target tokens: check the validation split")
-    loss = total / count
-    return {'val_loss': loss, 'val_ppl': math.exp(min(loss, 700.0)), 'val_tokens': count}
+    res = {f'val_{k}': v / count for k, v in sums.items()}
+    if lm: res['val_ppl'] = math.exp(min(res['val_loss'], 700.0))
+    return {**res, 'val_tokens': count}
 
 # %% ../nbs/24_evaluate.ipynb #86de4958
 def load_task_rows(path,                  # an eval.jsonl of {'prompt', 'answer'} rows, or a directory holding one

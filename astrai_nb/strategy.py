@@ -47,7 +47,7 @@ class Strategy:
     metrics = ()                # names of the sums `__call__` returns beside 'loss'; logged as means per unit
     data_kind = 'pretrain'      # the prepared data it trains on (astrai_nb_prepare --kind)
     needs_reference = False     # True: the trainer builds a frozen reference model and sets `reference`
-    sync_reference = False      # True: the trainer copies the policy into the reference every `sync_interval` steps
+    reference_follows = False   # True: the trainer copies the policy into the reference every `sync_interval` steps
     on_policy = False           # True: `prepare` samples the data from the model (no fixed validation loss then)
     def __init__(self, config:TrainConfig, reference:nn.Module|None=None): self.config, self.reference = config, reference
     def __repr__(self): return f"{type(self).__name__}()"
@@ -197,7 +197,7 @@ class RMStrategy(Strategy):
 class GRPOStrategy(Strategy):
     "GRPO: each prompt's group of answers sampled from the current weights, scored, and trained on by the clipped objective."
     metrics = ('reward', 'reward_failed', 'kl', 'clip_frac', 'response_len')
-    data_kind, needs_reference, sync_reference, on_policy = 'grpo', True, True, True
+    data_kind, needs_reference, reference_follows, on_policy = 'grpo', True, True, True
     def __init__(self, config:TrainConfig, reference:nn.Module|None=None, tokenizer=None):
         super().__init__(config, reference)
         self.tokenizer, self.scorer = tokenizer, None            # the data's tokenizer (loaded when first needed)

@@ -292,7 +292,7 @@ class TrainContextBuilder:
         cbs = [GradientClipping(c.max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
-        if StrategyFactory.registry[c.train_type].sync_reference and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
+        if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
         if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
