@@ -178,6 +178,7 @@ class TrainConfig(Config):
     grpo_kl_coef: float = 0.01            # GRPO: weight of the squared log-ratio to the reference
     grpo_temperature: float = 1.0         # GRPO: sampling temperature of the rollouts (> 0: a group must differ)
     grpo_max_new_tokens: int = 32         # GRPO: the longest answer a rollout samples
+    grpo_iterations: int = 1              # GRPO: optimizer steps on each round of rollouts (> 1: the clipped ratio acts)
     # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
     grpo_reward: str | None = None
     sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
@@ -251,11 +252,19 @@ def validate(self:TrainConfig):
     if self.max_lr <= 0: raise ValueError(f"{T}.max_lr must be > 0, got {self.max_lr}")
     if self.dpo_beta <= 0: raise ValueError(f"{T}.dpo_beta must be > 0 (typical: 0.1 to 0.5), got {self.dpo_beta}")
     if self.group_size < 2: raise ValueError(f"{T}.group_size must be >= 2 (each answer is compared with its group), got {self.group_size}")
-    for name, lo in (('grpo_kl_coef', 0), ('sync_interval', 0), ('grpo_max_new_tokens', 1)):
+    for name, lo in (('grpo_kl_coef', 0), ('sync_interval', 0), ('grpo_max_new_tokens', 1), ('grpo_iterations', 1)):
         if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
     if not 0 < self.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {self.grpo_clip_eps}")
     if self.grpo_temperature <= 0:
         raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
+    if self.grpo_iterations > 1:
+        if self.train_type != 'grpo': raise ValueError(f"{T}.grpo_iterations is only used by train_type 'grpo', not {self.train_type!r}: drop it")
+        for name in ('max_steps', 'ckpt_interval'):
+            v = getattr(self, name)
+            if v is not None and v % self.grpo_iterations:
+                raise ValueError(f"{T}.{name}={v} is not a multiple of grpo_iterations={self.grpo_iterations}: a round of rollouts "
+                                 f"trains {self.grpo_iterations} steps, and runs end and checkpoints are taken between rounds; "
+                                 f"use {name} {v - v % self.grpo_iterations or self.grpo_iterations} or {v - v % self.grpo_iterations + self.grpo_iterations}")
     if self.kl_beta < 0: raise ValueError(f"{T}.kl_beta must be >= 0, got {self.kl_beta}")
     for name in ('stage1_steps', 'stage1_tokens'):
         v = getattr(self, name)

@@ -60,6 +60,10 @@ class Strategy:
     def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
         "The batch to train on, made from the loader's (on-policy strategies sample here); `key` numbers it in the run."
         return batch
+    @property
+    def iterations(self) -> int:
+        "Optimizer steps the trainer takes on each group of prepared batches (GRPO's `grpo_iterations`; 1 for all others)."
+        return 1
     def normalizer(self, batch:dict) -> int: raise NotImplementedError
     def __call__(self, model:nn.Module, batch:dict) -> dict: raise NotImplementedError
 
@@ -203,6 +207,8 @@ class GRPOStrategy(Strategy):
         self.tokenizer, self.scorer = tokenizer, None            # the data's tokenizer (loaded when first needed)
     def __repr__(self): return f"GRPOStrategy(group_size={self.config.group_size}, kl_coef={self.config.grpo_kl_coef})"
     def max_units(self, batch_size:int, window:int) -> int: return batch_size * self.config.group_size   # answers
+    @property
+    def iterations(self) -> int: return self.config.grpo_iterations
 
     def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
         "Sample `group_size` answers per prompt with the current weights, score them, and lay them out as training rows."
@@ -241,7 +247,8 @@ class GRPOStrategy(Strategy):
         c, mask = self.config, batch['response_mask'].float()                          # (N, T)
         logps = -token_nll(model, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)     # (N, T)
         with torch.no_grad(): ref = -token_nll(self.reference, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)
-        old = logps.detach()                                                          # the weights that sampled them
+        # the weights that sampled them: this step's on the first update of a round, recorded for the round's later ones
+        old = batch.setdefault('old_logps', logps.detach())                           # (N, T)
         per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none')
         n = mask.sum(-1).clamp(min=1)                                                 # (N,) answer tokens
         per_answer = lambda x: ((x * mask).sum(-1) / n).sum()                         # each answer's token mean, summed

@@ -166,12 +166,21 @@ class Trainer:
                 while ctx.iteration < ctx.total_steps:
                     group = list(islice(batches, k))
                     if len(group) < k: break                       # the epoch is used up
-                    if self.step(group): return True               # every rank saw the SIGTERM in the same step
+                    if self.round(group): return True              # every rank saw the SIGTERM in the same step
                 else: break                                        # total_steps reached inside the epoch
                 self._run('on_epoch_end')
                 ctx.epoch, ctx.consumed = ctx.epoch + 1, 0
         except CancelTrain: pass
         return False
+
+    def round(self, group:list[dict]) -> bool:
+        "The steps of one group of micro-batches: one, or GRPO's `iterations` on the same prepared rows; True on SIGTERM."
+        stop, prepared = False, None
+        for _ in range(self.ctx.strategy.iterations):
+            if self.ctx.iteration >= self.ctx.total_steps: break
+            stop |= self.step(group, prepared)                     # a SIGTERM ends the run after the round, between rounds
+            prepared = self.prepared                               # the rows it trained on
+        return stop
 
 # %% ../nbs/34_trainer.ipynb #65768ff0
 def _rows(batch:dict) -> int:
@@ -183,10 +192,13 @@ def _tokens(batch:dict) -> int:
     return sum(v.numel() for k, v in batch.items() if k.endswith('input_ids'))
 
 @patch
-def step(self:Trainer, group:list[dict]) -> bool:
+def step(self:Trainer, group:list[dict],
+         prepared:list[dict]|None=None   # the rows an earlier step of the round prepared from `group`: train on them again
+        ) -> bool:
     "One optimizer step over the micro-batches of `group`; True when a rank received SIGTERM (stop after this step)."
     ctx, ex = self.ctx, self.ctx.executor
     ctx.metrics, names = {}, ctx.strategy.metrics
+    self.prepared = prepared or []                                            # what this step trains on, for the next
     # C: the most units (tokens, pairs) the step can hold, the same on every rank
     scale = ctx.world_size * len(group) * ctx.strategy.max_units(ctx.config.batch_per_device, ctx.window_size)
     units, tokens, total = 0, 0, torch.zeros((), device=ctx.device)
@@ -195,10 +207,13 @@ def step(self:Trainer, group:list[dict]) -> bool:
         self._run('on_batch_begin')
         # what the strategy trains on (GRPO samples it here); the key numbers the micro-batch in the run, rank included
         key = (ctx.iteration * len(group) + ctx.micro_step) * ctx.world_size + ctx.rank
-        batch = ctx.strategy.prepare(ctx.model, batch, key)
+        if prepared: batch = prepared[ctx.micro_step]                        # already on the device
+        else: batch = ctx.strategy.prepare(ctx.model, batch, key)
         units += ctx.strategy.normalizer(batch)                               # on the host, before the forward pass
         tokens += _tokens(batch)
-        batch = {key: v.to(ctx.device, non_blocking=True) if torch.is_tensor(v) else v for key, v in batch.items()}
+        if not prepared:
+            batch = {key: v.to(ctx.device, non_blocking=True) if torch.is_tensor(v) else v for key, v in batch.items()}
+            self.prepared.append(batch)
         with ex.accumulate(ctx.model, last=ctx.micro_step == len(group) - 1):  # sync gradients on the last one only
             with ctx.autocast(): out = ctx.strategy(ctx.model, batch)
             loss = out['loss'] * ex.loss_scale / scale
@@ -213,7 +228,7 @@ def step(self:Trainer, group:list[dict]) -> bool:
     ctx.metrics.update({k: v / n for k, v in zip(names, extra)})              # means per unit, like the loss
     self.update()
     ctx.iteration += 1
-    ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
+    if not prepared: ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
     ctx.step_tokens = tokens * ctx.world_size
     ctx.tokens_seen += ctx.step_tokens
     self._run('on_step_end')
@@ -581,7 +596,7 @@ def build_data(self:TrainContextBuilder):
     c, W, B, k = self.config, self.world_size, self.config.batch_per_device, self.config.grad_accum_steps
     train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
     self.sampler = ResumableDistributedSampler(train_ds, W, self.rank, shuffle=True, seed=c.random_seed)
-    self.steps_per_epoch = (-(-len(train_ds) // W) // B) // k
+    self.steps_per_epoch = (-(-len(train_ds) // W) // B) // k * self.strategy.iterations   # GRPO: steps per round of rollouts
     if self.steps_per_epoch == 0:
         raise ValueError(f"the training data has {len(train_ds)} sequences of {self.window} tokens, "
                          "fewer than one optimizer "
