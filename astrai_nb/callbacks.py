@@ -17,9 +17,10 @@ from .tokenizer import TextTokenizer
 from .evaluate import evaluate_loss, load_task_rows, task_accuracy
 
 # %% auto #0
-__all__ = ['EVENTS', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError', 'Callback', 'run_callbacks',
-           'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping', 'Throughput', 'Validation',
-           'TaskEval', 'MetricLogger', 'TensorBoardLogger', 'ProgressBar', 'CheckpointSaver']
+__all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
+           'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
+           'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger',
+           'ProgressBar', 'CheckpointSaver']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -63,23 +64,29 @@ def enable_gradient_checkpointing(model:nn.Module) -> int:
 
 # %% ../nbs/30_callbacks.ipynb #a04a89dc
 class GradientClipping(Callback):
-    "Clip the global gradient norm to `max_norm` (0: measure only); log `grad_norm` and `clipped`."
+    "Clip the global gradient norm to `max_norm` (0: measure only), to `warmup_norm` in the warmup steps; log `grad_norm`, `clipped` and the limit `max_grad_norm`."
     order = -10
-    def __init__(self, max_norm:float=1.0): self.max_norm = max_norm
+    def __init__(self, max_norm:float=1.0,           # the limit of the steps after warmup; 0: no clipping
+                 warmup_norm:float|None=None):       # the limit of the schedule's warmup steps; None: max_norm
+        self.max_norm, self.warmup_norm = max_norm, warmup_norm
+
+    def limit(self, ctx) -> float:
+        "The limit of the step about to update, step `ctx.iteration + 1` (0: no clipping)."
+        warm = self.warmup_norm is not None and ctx.iteration < getattr(ctx.scheduler, 'warmup_steps', 0)
+        return self.warmup_norm if warm else self.max_norm
 
     def on_optimizer_step(self, ctx):
         if ctx.scaler is not None: ctx.scaler.unscale_(ctx.optimizer)
-        limit = self.max_norm if self.max_norm > 0 else float('inf')
-        norm = float(torch.nn.utils.clip_grad_norm_(ctx.model.parameters(), limit))
+        limit = self.limit(ctx)
+        norm = float(torch.nn.utils.clip_grad_norm_(ctx.model.parameters(), limit if limit > 0 else float('inf')))
         if not math.isfinite(norm):
             if ctx.scaler is not None: return          # fp16 overflow: GradScaler skips the step and lowers its scale
             ctx.nonfinite(f"gradient norm is {norm}")
-        ctx.metrics['grad_norm'] = norm
-        ctx.metrics['clipped'] = float(self.max_norm > 0 and norm > self.max_norm)
+        ctx.metrics.update(grad_norm=norm, clipped=float(limit > 0 and norm > limit), max_grad_norm=limit)
 
 # %% ../nbs/30_callbacks.ipynb #9b92c484
 class Throughput(Callback):
-    "Log `tokens_per_sec` and `mfu` of every step, against a measured matmul peak."
+    "Log `tokens_per_sec` (all ranks), `batches_per_sec` (optimizer steps) and `mfu` of every step, against a measured matmul peak."
     order = 10
     def __init__(self, peak_flops:float|None=None): self.peak = peak_flops
 
@@ -94,8 +101,9 @@ class Throughput(Callback):
 
     def on_step_end(self, ctx):
         now = time.perf_counter()
-        tps = ctx.step_tokens / max(now - self.t, 1e-9)
-        ctx.metrics['tokens_per_sec'] = tps
+        dt = max(now - self.t, 1e-9)
+        tps = ctx.step_tokens / dt
+        ctx.metrics['tokens_per_sec'], ctx.metrics['batches_per_sec'] = tps, 1 / dt
         ctx.metrics['mfu'] = tps * self.flops_per_token / self.peak
         self.t = now
 
@@ -145,6 +153,7 @@ class MetricLogger(Callback):
     "Append one JSON row per logged step to `path`, with window means; resumable."
     order = 30
     evals = ('val_', 'eval_')       # prefixes of an evaluation's results (24_evaluate): logged on their own step
+    means = ('grad_norm', 'clipped', 'max_grad_norm', 'tokens_per_sec', 'mfu')  # window means, besides the loss and the strategy's
     def __init__(self, path, interval:int=10): self.path, self.interval, self.acc = Path(path), interval, {}
 
     def state_dict(self) -> dict: return {'acc': {k: list(v) for k, v in self.acc.items()}}
@@ -172,41 +181,75 @@ class MetricLogger(Callback):
                 tmp.write_text(text); os.replace(tmp, self.path)   # a kill here leaves the old log or the new one
         self.file = open(self.path, 'a')
 
-    def on_step_end(self, ctx):
+    def row(self, ctx) -> dict|None:
+        "Add the step's numbers to the window; return the row of a logged step (window means at a window's end, an evaluation's results), else None."
         # window means: the loss, the strategy's own metrics (`23_strategy`), the step's numbers
-        for k in ('loss', *getattr(getattr(ctx, 'strategy', None), 'metrics', ()), 'grad_norm', 'clipped', 'tokens_per_sec', 'mfu'):
+        for k in ('loss', *getattr(getattr(ctx, 'strategy', None), 'metrics', ()), *self.means):
             if k in ctx.metrics:
                 s = self.acc.setdefault(k, [0.0, 0])
                 s[0] += float(ctx.metrics[k]); s[1] += 1
         last = ctx.iteration == ctx.total_steps
-        if ctx.iteration % self.interval and not any(k.startswith(self.evals) for k in ctx.metrics) and not last: return
+        if ctx.iteration % self.interval and not any(k.startswith(self.evals) for k in ctx.metrics) and not last: return None
         row = {'step': ctx.iteration, 'epoch': ctx.epoch, 'tokens': ctx.tokens_seen, 'lr': ctx.scheduler.get_last_lr()[0]}
         if ctx.iteration % self.interval == 0 or last:
             row.update({k: s / n for k, (s, n) in self.acc.items() if n})
             self.acc = {}
         row.update({k: v for k, v in ctx.metrics.items() if k.startswith(self.evals)})
-        self.file.write(json.dumps(row) + '\n'); self.file.flush()
+        return row
+
+    def on_step_end(self, ctx):
+        if (row := self.row(ctx)) is not None: self.file.write(json.dumps(row) + '\n'); self.file.flush()
 
     def on_train_end(self, ctx): self.file.close()
 
 # %% ../nbs/30_callbacks.ipynb #a07babdb
-class TensorBoardLogger(Callback):
-    "Write each step's metrics and learning rate as TensorBoard scalars (needs the tensorboard package)."
+# metrics.jsonl key -> TensorBoard name, grouped into panels by the prefix (OLMo's names where it has them)
+METRIC_NAMES = {'loss': 'train/loss', 'grad_norm': 'optim/total_grad_norm', 'clipped': 'optim/clipping_rate',
+                'max_grad_norm': 'optim/max_grad_norm', 'lr': 'optim/learning_rate',
+                'tokens_per_sec': 'throughput/device/tokens_per_second', 'batches_per_sec': 'throughput/device/batches_per_second',
+                'tokens': 'throughput/total_tokens', 'mfu': 'throughput/mfu',
+                'eval_accuracy': 'eval/task_accuracy', 'eval_response_len': 'eval/response_len'}
+CE_NAMES = {'val_loss': 'val/CrossEntropyLoss', 'val_ppl': 'val/Perplexity'}   # when the run's loss is a cross-entropy
+PER_DEVICE = ('tokens_per_sec',)       # logged for all ranks, shown per device
+
+def ce_key(strategy) -> str|None:
+    "The metric that holds a cross-entropy: kl's `lm_loss`, the loss of a strategy on pretraining or SFT data; None for other objectives."
+    if 'lm_loss' in getattr(strategy, 'metrics', ()): return 'lm_loss'
+    return 'loss' if getattr(strategy, 'data_kind', None) in ('pretrain', 'sft') else None
+
+def tensorboard_scalars(row:dict,              # a metrics.jsonl row
+                        ce:str|None='loss',    # the key holding a cross-entropy (`ce_key`), None: none does
+                        world_size:int=1) -> dict:
+    "A metrics row under TensorBoard's grouped names (`METRIC_NAMES`), with the perplexity of its cross-entropy and rates per device."
+    out = {}
+    for k, v in row.items():
+        if k == 'step': continue
+        if k == ce:
+            out['train/CrossEntropyLoss'], out['train/Perplexity'] = v, math.exp(min(v, 700))
+        elif ce is not None and k in CE_NAMES: out[CE_NAMES[k]] = v
+        elif k in METRIC_NAMES: out[METRIC_NAMES[k]] = v / world_size if k in PER_DEVICE else v
+        else:
+            group, _, name = k.partition('_') if k.startswith(('val_', 'eval_')) else ('train', '', k)
+            out[f"{group}/{name}"] = v
+    return out
+
+class TensorBoardLogger(MetricLogger):
+    "The rows of `MetricLogger` (window means every `interval` steps) as TensorBoard scalars named by `METRIC_NAMES` (needs the tensorboard package)."
     order = 31
-    def __init__(self, log_dir):
+    means = MetricLogger.means + ('batches_per_sec',)
+    def __init__(self, log_dir, interval:int=1):
         try: from torch.utils.tensorboard import SummaryWriter
         except ImportError: raise ValueError("tensorboard=True needs the tensorboard package: pip "
                                              "install tensorboard") from None
-        self.log_dir, self.writer_cls = Path(log_dir), SummaryWriter
+        self.log_dir, self.writer_cls, self.interval, self.acc = Path(log_dir), SummaryWriter, interval, {}
 
     def on_train_begin(self, ctx):
         self.writer = self.writer_cls(str(self.log_dir), purge_step=ctx.iteration + 1 if ctx.resumed else None)
 
     def on_step_end(self, ctx):
-        for k, v in ctx.metrics.items():
-            group = k.split('_')[0] if k.startswith(('val_', 'eval_')) else 'train'
-            self.writer.add_scalar(f"{group}/{k}", v, ctx.iteration)
-        self.writer.add_scalar('train/lr', ctx.scheduler.get_last_lr()[0], ctx.iteration)
+        if (row := self.row(ctx)) is None: return
+        for name, v in tensorboard_scalars(row, ce_key(getattr(ctx, 'strategy', None)), getattr(ctx, 'world_size', 1)).items():
+            self.writer.add_scalar(name, v, row['step'])
 
     def on_train_end(self, ctx): self.writer.close()
 

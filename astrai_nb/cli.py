@@ -177,7 +177,7 @@ def train(**settings) -> TrainContext:
     with distributed_run() as env:
         if config.data_root_path is None and config.train_type == 'seq':
             config.data_root_path = DEFAULT_DATA
-            if config.max_steps is None: config.max_steps = DEFAULT_STEPS
+            if config.max_steps is None and config.max_tokens is None: config.max_steps = DEFAULT_STEPS
             if env['rank'] == 0 and not (Path(DEFAULT_DATA) / 'meta.json').exists():
                 print(f"preparing the built-in corpus into {DEFAULT_DATA} (once)")
                 prepare_data(DEFAULT_DATA)

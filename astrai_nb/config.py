@@ -196,9 +196,14 @@ class TrainConfig(Config):
     model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs
+    # or a token budget: input tokens of all ranks (tokens_seen); the run ends with the first step that reaches it
+    max_tokens: int | None = None
     n_epoch: int = 1                      # epochs, when max_steps is None
     batch_per_device: int = 8             # sequences per micro-batch on each device
     grad_accum_steps: int = 1             # micro-batches per optimizer step
+    # sequences per optimizer step over all ranks; derives grad_accum_steps = it / (ranks x batch_per_device)
+    global_batch_size: int | None = None
+    global_batch_tokens: int | None = None  # or the global batch in tokens (sequences x window_size)
     window_size: int | None = None        # tokens per training sequence; None: the model's max_seq_len
     warmup_ratio: float = 0.05            # fraction of the steps spent warming up
     max_lr: float = 3e-4                  # peak learning rate
@@ -208,6 +213,7 @@ class TrainConfig(Config):
     t_mult: int = 2                       # SGDR: growth of each cycle
     decay_ratio: float = 0.1              # WSD: fraction of the steps spent decaying
     max_grad_norm: float = 1.0            # clip the global gradient norm to this; 0: no clipping
+    warmup_max_grad_norm: float | None = None  # the clipping limit of the warmup steps (0: none); None: max_grad_norm
     adamw_beta1: float = 0.9              # AdamW beta1
     adamw_beta2: float = 0.95             # AdamW beta2
     adamw_weight_decay: float = 0.1       # AdamW decoupled weight decay, on matrices only
@@ -288,6 +294,15 @@ def validate(self:TrainConfig):
     for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
         if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
                                                                  f"got {getattr(self, name)}")
+    for name in ('max_tokens', 'global_batch_size', 'global_batch_tokens', 'warmup_max_grad_norm'):
+        v, lo = getattr(self, name), 0 if name == 'warmup_max_grad_norm' else 1
+        if v is not None and v < lo: raise ValueError(f"{T}.{name} must be >= {lo} (or None), got {v}")
+    if self.max_steps is not None and self.max_tokens is not None:
+        raise ValueError(f"{T}.max_steps and max_tokens both set the length of the run: pass one "
+                         "(--max_steps N optimizer steps, or --max_tokens N input tokens)")
+    if self.global_batch_size is not None and self.global_batch_tokens is not None:
+        raise ValueError(f"{T}.global_batch_size and global_batch_tokens both set the global batch: pass one "
+                         "(--global_batch_size N sequences, or --global_batch_tokens N tokens)")
     for name in ('adamw_beta1', 'adamw_beta2', 'label_smoothing'):
         if not 0 <= getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be in [0, 1), got "
                                                               f"{getattr(self, name)}")

@@ -148,7 +148,7 @@ REWARD_HEAD = 'reward_head.weight'       # the reward model's one extra tensor, 
 def add_reward_head(model:nn.Module) -> nn.Module:
     "Give `model` a scalar head `reward_head` (dim -> 1, no bias, zero) unless it has one; freeze an untied output projection."
     if not hasattr(model, 'reward_head'):
-        w = model.norm.weight
+        w = model.tok_embeddings.weight                   # (a parameter-free norm has no weight to read them from)
         model.reward_head = nn.Linear(model.cfg.dim, 1, bias=False, device=w.device, dtype=w.dtype)
         nn.init.zeros_(model.reward_head.weight)
     if not model.cfg.tie_embeddings: model.output.requires_grad_(False)     # a reward model never reads the logits

@@ -31,8 +31,8 @@ from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_c
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
            'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory', 'training_memory', 'check_memory',
-           'weights_sha256', 'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics',
-           'plot_metrics', 'StageBoundary']
+           'split_global_batch', 'weights_sha256', 'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock',
+           'read_metrics', 'plot_metrics', 'StageBoundary']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -156,14 +156,14 @@ class Trainer:
         return ctx
 
     def _epochs(self) -> bool:
-        "Epochs of steps until `total_steps` or `CancelTrain`; True when SIGTERM (on any rank) ended them."
+        "Epochs of steps until the run is `finished` or `CancelTrain`; True when SIGTERM (on any rank) ended them."
         ctx, k = self.ctx, self.ctx.config.grad_accum_steps
         try:
-            while ctx.iteration < ctx.total_steps:
+            while not ctx.finished:
                 ctx.sampler.set_epoch(ctx.epoch)
                 self._run('on_epoch_begin')
                 batches = iter(ctx.train_loader)
-                while ctx.iteration < ctx.total_steps:
+                while not ctx.finished:
                     group = list(islice(batches, k))
                     if len(group) < k: break                       # the epoch is used up
                     if self.round(group): return True              # every rank saw the SIGTERM in the same step
@@ -177,7 +177,7 @@ class Trainer:
         "The steps of one group of micro-batches: one, or GRPO's `iterations` on the same prepared rows; True on SIGTERM."
         stop, prepared = False, None
         for _ in range(self.ctx.strategy.iterations):
-            if self.ctx.iteration >= self.ctx.total_steps: break
+            if self.ctx.finished: break
             stop |= self.step(group, prepared)                     # a SIGTERM ends the run after the round, between rounds
             prepared = self.prepared                               # the rows it trained on
         return stop
@@ -190,6 +190,12 @@ def _rows(batch:dict) -> int:
 def _tokens(batch:dict) -> int:
     "Input tokens of a batch, every sequence the model reads (chosen and rejected for DPO; prompts and answers for GRPO)."
     return sum(v.numel() for k, v in batch.items() if k.endswith('input_ids'))
+
+@patch(as_prop=True)
+def finished(self:TrainContext) -> bool:
+    "Whether the run is complete: its token budget (`max_tokens`) reached, else its `total_steps` done."
+    budget = self.config.max_tokens
+    return self.tokens_seen >= budget if budget is not None else self.iteration >= self.total_steps
 
 @patch
 def step(self:Trainer, group:list[dict],
@@ -231,6 +237,8 @@ def step(self:Trainer, group:list[dict],
     if not prepared: ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
     ctx.step_tokens = tokens * ctx.world_size
     ctx.tokens_seen += ctx.step_tokens
+    if ctx.config.max_tokens is not None:     # the callbacks' last step is the one that reaches the budget
+        ctx.total_steps = ctx.iteration if ctx.finished else max(ctx.total_steps, ctx.iteration + 1)
     self._run('on_step_end')
     return bool(stop)
 
@@ -304,7 +312,7 @@ class TrainContextBuilder:
     def default_callbacks(self) -> list[Callback]:
         "The default callbacks for the config (logs and progress on rank 0 only; checkpoints are collective, rank 0 writes)."
         c = self.config
-        cbs = [GradientClipping(c.max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
+        cbs = [GradientClipping(c.max_grad_norm, c.warmup_max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
@@ -313,7 +321,7 @@ class TrainContextBuilder:
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
             if c.progress: cbs.append(ProgressBar())
-            if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard'))
+            if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard', c.log_interval))
         return cbs
 
     def build(self) -> TrainContext:
@@ -321,6 +329,7 @@ class TrainContextBuilder:
         self.setup()                  # seed, executor, device, precision, strategy
         # what is resumed, the data's identity, the model config: checked, nothing allocated yet
         self.resolve()
+        self.plan_batches()           # the global batch and a token budget, checked and printed
         self.build_model()
         self.build_reference()        # only for strategies that need one
         self.build_data()
@@ -483,6 +492,65 @@ def resolve(self:TrainContextBuilder):
         check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'],
                      reference=self.strategy.needs_reference)
 
+# %% ../nbs/34_trainer.ipynb #9cbee88e
+def _near(n:int, unit:int) -> str:
+    "The multiples of `unit` nearest to `n`: 'lo or hi' (lo only when > 0)."
+    lo = n // unit * unit
+    return ' or '.join(f"{v:,}" for v in (lo, lo + unit) if v > 0)
+
+def split_global_batch(world_size:int,           # ranks
+                       batch_per_device:int,     # sequences per micro-batch on each rank
+                       sequences:int|None=None,  # the global batch in sequences...
+                       tokens:int|None=None,     # ...or in tokens
+                       window:int=1) -> int:     # tokens per sequence
+    "Micro-batches per optimizer step (`grad_accum_steps`) that make the global batch; a `ValueError` naming the nearest sizes that divide."
+    W, B, T = world_size, batch_per_device, window
+    if tokens is not None:
+        if tokens % (W * B * T):
+            raise ValueError(f"global_batch_tokens={tokens:,} does not split into {W} rank(s) x micro-batches of batch_per_device={B} "
+                             f"sequences of {T} tokens: it must be a multiple of {W * B * T:,} ({W} x {B} x {T}); use "
+                             f"{_near(tokens, W * B * T)}, or change --batch_per_device or --window_size")
+        sequences = tokens // T
+    if sequences % (W * B):
+        hint = ''
+        if sequences % W == 0:
+            divs = [d for d in range(1, sequences // W + 1) if (sequences // W) % d == 0]
+            near = [max(d for d in divs if d < B)] + [d for d in divs if d > B][:1]
+            hint = f", or --batch_per_device {' or '.join(map(str, near))} (a divisor of the {sequences // W} sequences per rank)"
+        raise ValueError(f"global_batch_size={sequences:,} does not split into {W} rank(s) x micro-batches of batch_per_device={B}: "
+                         f"it must be a multiple of {W * B} ({W} x {B}); use {_near(sequences, W * B)}{hint}")
+    return sequences // (W * B)
+
+@patch
+def plan_batches(self:TrainContextBuilder):
+    "Derive `grad_accum_steps` from a global batch and the world size, and the steps of a token budget (`budget_steps`); print them on rank 0."
+    c, W = self.config, self.world_size
+    T, lines, self.budget_steps = c.window_size or self.model_config.max_seq_len, [], None
+    if c.global_batch_size is not None or c.global_batch_tokens is not None:
+        k = split_global_batch(W, c.batch_per_device, c.global_batch_size, c.global_batch_tokens, T)
+        if c.grad_accum_steps not in (1, k):
+            given = (f"--global_batch_size {c.global_batch_size}" if c.global_batch_size is not None
+                     else f"--global_batch_tokens {c.global_batch_tokens}")
+            raise ValueError(f"--grad_accum_steps {c.grad_accum_steps} disagrees with {given}, which takes {k} micro-batches "
+                             f"per step on {W} rank(s) with batch_per_device={c.batch_per_device}: drop --grad_accum_steps "
+                             "(it is derived)")
+        self.config = c = type(c).from_dict({**c.to_dict(), 'grad_accum_steps': k})
+        G = W * k * c.batch_per_device
+        lines.append(f"batch: {G:,} sequences of {T} tokens per step ({G * T:,} tokens) = {W} rank(s) x {k} micro-batch(es) "
+                     f"x {c.batch_per_device} sequences")
+    if c.max_tokens is not None:
+        if self.strategy.data_kind not in ('pretrain', 'sft'):
+            fixed = [t for t, s in StrategyFactory.registry.items() if s.data_kind in ('pretrain', 'sft')]
+            raise ValueError(f"--max_tokens budgets runs whose steps read windows of a fixed size ({', '.join(fixed)}); a "
+                             f"--train_type {c.train_type} step reads a number of tokens that varies with its data: "
+                             "set the length with --max_steps or --n_epoch")
+        step = W * c.grad_accum_steps * c.batch_per_device * T
+        self.budget_steps = -(-c.max_tokens // step)
+        lines.append(f"budget: {c.max_tokens:,} tokens = {self.budget_steps:,} steps of {step:,} tokens"
+                     + ('' if c.max_tokens % step == 0 else f" (step {self.budget_steps:,} reaches {self.budget_steps * step:,})"))
+    if self.rank == 0:
+        for line in lines: print(line, flush=True)
+
 # %% ../nbs/34_trainer.ipynb #310fc842
 @patch
 def build_model(self:TrainContextBuilder):
@@ -602,7 +670,7 @@ def build_data(self:TrainContextBuilder):
                          "fewer than one optimizer "
                          f"step needs ({W} ranks x batch_per_device {B} x grad_accum_steps {k}): use more data, "
                          "a shorter window or smaller batches")
-    self.total_steps = c.max_steps or c.n_epoch * self.steps_per_epoch
+    self.total_steps = self.budget_steps or c.max_steps or c.n_epoch * self.steps_per_epoch
     kw = dict(batch_size=B, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda', collate_fn=collate,
               generator=torch.Generator().manual_seed(c.random_seed))
     self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=True, **kw)
