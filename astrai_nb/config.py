@@ -143,7 +143,6 @@ class ModelConfig(Config):
 
 ModelConfig.choices = {'norm_type': NORM_TYPES, 'activation': ACTIVATIONS, 'init_fn': INIT_FNS}
 
-
 # %% ../nbs/00_config.ipynb #2fc503e2
 @patch
 def validate(self:ModelConfig):

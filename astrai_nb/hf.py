@@ -34,8 +34,8 @@ def hf_architecture(cfg:ModelConfig) -> str:
                              "and OLMo's parameter-free norm is a LayerNorm; use norm_affine=True (Llama) or "
                              "norm_type='layernorm' (OLMo)")
         return 'llama'
-    wrong = ([f"norm_affine=False (OLMo's LayerNorm has no parameters; got norm_affine=True)"] if cfg.norm_affine else []) + \
-            ([f"include_bias=False (OLMo's feed-forward layer has no biases)"] if cfg.include_bias else []) + \
+    wrong = (["norm_affine=False (OLMo's LayerNorm has no parameters; got norm_affine=True)"] if cfg.norm_affine else []) + \
+            (["include_bias=False (OLMo's feed-forward layer has no biases)"] if cfg.include_bias else []) + \
             ([f"norm_eps=1e-05 (OLMo's LayerNorm epsilon is fixed; got {cfg.norm_eps})"] if cfg.norm_eps != 1e-5 else [])
     if wrong: raise ValueError("ModelConfig.norm_type='layernorm' exports as Hugging Face OlmoForCausalLM, which needs "
                                + '; '.join(wrong))

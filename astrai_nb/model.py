@@ -27,7 +27,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x:Tensor) -> Tensor: return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
-
 # %% ../nbs/13_model.ipynb #fe9d0302
 def make_norm(cfg:ModelConfig) -> nn.Module:
     "The norm of `cfg`: RMSNorm or LayerNorm (`norm_type`), with a gain if `norm_affine`, a LayerNorm's shift if also `include_bias`."
