@@ -102,12 +102,14 @@ class Attention(nn.Module):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.n_rep = cfg.n_heads // cfg.n_kv_heads
-        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
-        self.dropout = cfg.dropout
-        self.resid_dropout = nn.Dropout(cfg.dropout)
+        b = cfg.include_bias
+        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=b)
+        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=b)
+        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=b)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=b)
+        self.dropout = cfg.dropout_p('attention')                     # on the attention probabilities
+        self.resid_dropout = nn.Dropout(cfg.dropout_p('residual'))    # on the output, before the residual add
+        self.rope_full_precision = cfg.rope_full_precision
         self.use_sdpa = True   # False: the explicit masked-softmax path
 
     def qkv(self, x:Tensor,                 # (B, T, dim)
@@ -117,11 +119,15 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         H, KV, hd = self.n_heads, self.n_kv_heads, self.head_dim
         if torch.is_grad_enabled():   # training: one multiply by the stacked weights
-            qkv = F.linear(x, torch.cat((self.wq.weight, self.wk.weight, self.wv.weight)))  # (B, T, (H+2KV)·hd)
+            bias = None if self.wq.bias is None else torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
+            qkv = F.linear(x, torch.cat((self.wq.weight, self.wk.weight, self.wv.weight)), bias)  # (B, T, (H+2KV)·hd)
         else:                         # inference: read each weight once, no copy (decoding is memory-bound)
             qkv = torch.cat((self.wq(x), self.wk(x), self.wv(x)), dim=-1)            # (B, T, (H+2KV)·hd)
         qkv = qkv.view(B, T, H + 2 * KV, hd)                                          # (B, T, H+2KV, hd)
-        qk = apply_rotary_emb(qkv[:, :, :H + KV], cos.unsqueeze(-2), sin.unsqueeze(-2))  # (B, T, H+KV, hd)
+        qk = qkv[:, :, :H + KV]                                                       # (B, T, H+KV, hd)
+        if self.rope_full_precision:              # rotate in fp32 with the fp32 tables, round once back (OLMo)
+            qk = apply_rotary_emb(qk.float(), cos.unsqueeze(-2), sin.unsqueeze(-2)).to(qkv.dtype)
+        else: qk = apply_rotary_emb(qk, cos.unsqueeze(-2), sin.unsqueeze(-2))        # in qkv's dtype
         q, k = qk.transpose(1, 2).split((H, KV), dim=1)                               # (B, H, T, hd), (B, KV, T, hd)
         return q, k, qkv[:, :, H + KV:].transpose(1, 2)                               # v: (B, KV, T, hd)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES', 'KL_ESTIMATORS', 'Config', 'ModelConfig',
-           'TrainConfig']
+__all__ = ['NORM_TYPES', 'ACTIVATIONS', 'INIT_FNS', 'PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES',
+           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -81,22 +81,37 @@ class Config:
         return cls.from_dict(d)
 
 # %% ../nbs/00_config.ipynb #27a76aac
+NORM_TYPES = ('rmsnorm', 'layernorm')
+ACTIVATIONS = ('swiglu', 'gelu', 'relu')
+INIT_FNS = ('normal', 'scaled_normal', 'mitchell')
+
 @dataclass
 class ModelConfig(Config):
-    "The shape of a LLaMA-style decoder-only transformer."
+    "The shape of a LLaMA-style decoder-only transformer (and OLMo's variations of it)."
     vocab_size: int = 4096            # tokens the tokenizer produces
     dim: int = 288                    # width of the residual stream
     n_layers: int = 6                 # number of decoder blocks
     n_heads: int = 6                  # query heads per attention layer
     n_kv_heads: int | None = None     # key/value heads (None: = n_heads, MHA; 1: MQA; between: GQA)
-    hidden_dim: int | None = None     # feed-forward width (None: 2/3·4·dim rounded up to `multiple_of`)
+    hidden_dim: int | None = None     # feed-forward width (None: 2/3·4·dim for swiglu, 4·dim for gelu/relu, rounded up to `multiple_of`)
     multiple_of: int = 32             # feed-forward width is rounded up to a multiple of this
     max_seq_len: int = 256            # longest sequence (RoPE tables are built this long)
-    norm_eps: float = 1e-5            # RMSNorm epsilon
+    norm_eps: float = 1e-5            # epsilon of the norms (RMSNorm or LayerNorm)
     rope_theta: float = 10000.0       # RoPE base
     tie_embeddings: bool = False      # share the token embedding with the output projection
     dropout: float = 0.0              # dropout on attention probabilities and residual branches
     pad_vocab_multiple: int = 128     # embedding rows are padded up to a multiple of this
+    # OLMo's options; each default is the LLaMA model above, so configs written before them load unchanged
+    include_bias: bool = False        # biases in every linear layer of the blocks (q, k, v, o, feed-forward) and in affine LayerNorms
+    norm_type: str = 'rmsnorm'        # 'rmsnorm' (LLaMA) or 'layernorm' (also subtracts the mean)
+    norm_affine: bool = True          # a learned gain per channel in every norm; False: OLMo's parameter-free norm
+    activation: str = 'swiglu'        # 'swiglu': w2(silu(w1·x) ⊙ w3·x); 'gelu', 'relu': w2(act(w1·x)), no w3
+    embedding_dropout: float | None = None  # dropout on the token embeddings (None: `dropout`)
+    attention_dropout: float | None = None  # dropout on the attention probabilities (None: `dropout`)
+    residual_dropout: float | None = None   # dropout on each block's branch outputs before the residual add (None: `dropout`)
+    init_fn: str = 'normal'           # 'normal', 'scaled_normal' or 'mitchell' (the formulas: `Transformer.init_weights`)
+    init_std: float = 0.02            # standard deviation of the 'normal' and 'scaled_normal' inits
+    rope_full_precision: bool = False # rotate queries and keys in fp32 even under bf16/fp16 autocast
 
     def __post_init__(self):
         if self.n_kv_heads is None: self.n_kv_heads = self.n_heads
@@ -106,15 +121,27 @@ class ModelConfig(Config):
     def head_dim(self) -> int: return self.dim // self.n_heads
 
     @property
+    def gated(self) -> bool:
+        "Whether the feed-forward layer is gated (SwiGLU: three matrices) rather than plain (two)."
+        return self.activation == 'swiglu'
+
+    @property
     def ffn_hidden_dim(self) -> int:
-        "Width of the SwiGLU feed-forward layer."
+        "Width of the feed-forward layer: `hidden_dim`, else the width that gives 8·dim² weights (2/3·4·dim gated, 4·dim plain)."
         if self.hidden_dim is not None: return self.hidden_dim
-        return _round_up(int(2 * 4 * self.dim / 3), self.multiple_of)
+        return _round_up(int(2 * 4 * self.dim / 3) if self.gated else 4 * self.dim, self.multiple_of)
 
     @property
     def padded_vocab_size(self) -> int:
         "Rows of the embedding and output matrices."
         return _round_up(self.vocab_size, self.pad_vocab_multiple)
+
+    def dropout_p(self, where:str) -> float:
+        "The dropout rate at `where`, 'embedding', 'attention' or 'residual': its own field, else `dropout`."
+        p = getattr(self, f'{where}_dropout')
+        return self.dropout if p is None else p
+
+ModelConfig.choices = {'norm_type': NORM_TYPES, 'activation': ACTIVATIONS, 'init_fn': INIT_FNS}
 
 # %% ../nbs/00_config.ipynb #2fc503e2
 @patch
@@ -129,6 +156,11 @@ def validate(self:ModelConfig):
     if self.norm_eps <= 0: raise ValueError(f"ModelConfig.norm_eps must be > 0, got {self.norm_eps}")
     if self.rope_theta <= 0: raise ValueError(f"ModelConfig.rope_theta must be > 0, got {self.rope_theta}")
     if not 0 <= self.dropout < 1: raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout}")
+    for name in ('embedding_dropout', 'attention_dropout', 'residual_dropout'):
+        v = getattr(self, name)
+        if v is not None and not 0 <= v < 1:
+            raise ValueError(f"ModelConfig.{name} must be in [0, 1) (or None: the value of `dropout`), got {v}")
+    if self.init_std <= 0: raise ValueError(f"ModelConfig.init_std must be > 0 (OLMo and GPT-2 use 0.02), got {self.init_std}")
     if self.dim % self.n_heads:
         raise ValueError(f"ModelConfig.dim={self.dim} is not divisible by n_heads={self.n_heads}: "
                          "choose n_heads among "

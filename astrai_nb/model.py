@@ -15,42 +15,52 @@ from .rope import precompute_rope
 from .attention import Attention, KVCache, row_causal_mask
 
 # %% auto #0
-__all__ = ['RMSNorm', 'FeedForward', 'DecoderBlock', 'Transformer', 'param_counts', 'num_params', 'flops_per_token',
+__all__ = ['RMSNorm', 'make_norm', 'FeedForward', 'DecoderBlock', 'Transformer', 'param_counts', 'num_params', 'flops_per_token',
            'synchronize', 'measure_peak_flops']
 
 # %% ../nbs/13_model.ipynb #2b925ac1
 class RMSNorm(nn.Module):
-    "Root-mean-square normalisation with a learned gain."
-    def __init__(self, dim:int, eps:float=1e-5):
+    "Root-mean-square normalisation, with a learned gain unless `affine=False`."
+    def __init__(self, dim:int, eps:float=1e-5, affine:bool=True):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.ones(dim)) if affine else None
 
     def forward(self, x:Tensor) -> Tensor: return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
+# %% ../nbs/13_model.ipynb #fe9d0302
+def make_norm(cfg:ModelConfig) -> nn.Module:
+    "The norm of `cfg`: RMSNorm or LayerNorm (`norm_type`), with a gain if `norm_affine`, a LayerNorm's shift if also `include_bias`."
+    if cfg.norm_type == 'layernorm':
+        return nn.LayerNorm(cfg.dim, cfg.norm_eps, elementwise_affine=cfg.norm_affine, bias=cfg.norm_affine and cfg.include_bias)
+    return RMSNorm(cfg.dim, cfg.norm_eps, affine=cfg.norm_affine)
+
 # %% ../nbs/13_model.ipynb #038aaa73
 class FeedForward(nn.Module):
-    "SwiGLU feed-forward layer: w2(silu(w1 x) * w3 x)."
+    "The feed-forward layer: SwiGLU w2(silu(w1 x) * w3 x), or plain w2(act(w1 x)) for activation 'gelu' or 'relu'."
     def __init__(self, cfg:ModelConfig):
         super().__init__()
-        self.w1 = nn.Linear(cfg.dim, cfg.ffn_hidden_dim, bias=False)   # gate
-        self.w2 = nn.Linear(cfg.ffn_hidden_dim, cfg.dim, bias=False)   # down
-        self.w3 = nn.Linear(cfg.dim, cfg.ffn_hidden_dim, bias=False)   # up
-        self.dropout = nn.Dropout(cfg.dropout)
+        b = cfg.include_bias
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_hidden_dim, bias=b)                          # gate (plain MLP: up)
+        self.w2 = nn.Linear(cfg.ffn_hidden_dim, cfg.dim, bias=b)                          # down
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_hidden_dim, bias=b) if cfg.gated else None   # up
+        self.act = {'swiglu': F.silu, 'gelu': F.gelu, 'relu': F.relu}[cfg.activation]
+        self.dropout = nn.Dropout(cfg.dropout_p('residual'))
 
     def forward(self, x:Tensor) -> Tensor:                             # (B, T, dim) -> (B, T, dim)
-        out = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        h = self.act(self.w1(x))                                       # (B, T, hidden)
+        out = self.w2(h * self.w3(x) if self.w3 is not None else h)
         return self.dropout(out) if self.training else out                  # generating: one call less per layer
 
 # %% ../nbs/13_model.ipynb #c233d886
 class DecoderBlock(nn.Module):
-    "Pre-norm transformer block: attention then SwiGLU, each around a residual connection."
+    "Pre-norm transformer block: attention then the feed-forward layer, each around a residual connection."
     def __init__(self, cfg:ModelConfig, layer_id:int=0):
         super().__init__()
         self.layer_id = layer_id
-        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attention_norm = make_norm(cfg)
         self.attention = Attention(cfg)
-        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.ffn_norm = make_norm(cfg)
         self.feed_forward = FeedForward(cfg)
 
     def forward(self, x:Tensor, cos:Tensor, sin:Tensor, mask:Tensor|None=None,
@@ -65,9 +75,9 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.padded_vocab_size, cfg.dim)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = nn.Dropout(cfg.dropout_p('embedding'))
         self.layers = nn.ModuleList(DecoderBlock(cfg, i) for i in range(cfg.n_layers))
-        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.norm = make_norm(cfg)
         self.output = nn.Linear(cfg.dim, cfg.padded_vocab_size, bias=False)
         if cfg.tie_embeddings: self.output.weight = self.tok_embeddings.weight
         self.register_buffer('rope_cos', torch.empty(0), persistent=False)
@@ -80,12 +90,19 @@ class Transformer(nn.Module):
                                    device=self.tok_embeddings.weight.device)
         self.rope_cos, self.rope_sin = cos, sin
 
-    def init_weights(self, std:float=0.02):
-        "GPT-2 initialisation: N(0, std²), residual output projections scaled by 1/sqrt(2·n_layers)."
+    def init_weights(self, std:float|None=None):
+        "Draw the weights by `cfg.init_fn` (std: `cfg.init_std` unless given); biases and norm shifts 0, norm gains 1."
+        cfg, std = self.cfg, self.cfg.init_std if std is None else std
         for name, p in self.named_parameters():
-            if p.ndim < 2: nn.init.ones_(p)                                           # RMSNorm gains
-            elif name.endswith(('wo.weight', 'w2.weight')): nn.init.normal_(p, 0.0, std / math.sqrt(2 * self.cfg.n_layers))
-            else: nn.init.normal_(p, 0.0, std)
+            if name.endswith('.bias'): nn.init.zeros_(p)
+            elif p.ndim < 2: nn.init.ones_(p)                                         # norm gains
+            else:
+                s = 1 / math.sqrt(p.shape[1]) if cfg.init_fn == 'mitchell' else std   # mitchell: 1/sqrt(fan_in)
+                if name.endswith(('wo.weight', 'w2.weight')):                         # writes into the residual stream
+                    layer = int(name.split('.')[1])                                   # layers.<l>.…
+                    s /= math.sqrt(2 * cfg.n_layers) if cfg.init_fn == 'normal' else math.sqrt(2 * (layer + 1))
+                if cfg.init_fn == 'mitchell': nn.init.trunc_normal_(p, 0.0, s, -3 * s, 3 * s)
+                else: nn.init.normal_(p, 0.0, s)
         self.init_rope()
 
     def forward(self, input_ids:Tensor,               # (B, T) token ids
@@ -131,11 +148,14 @@ class Transformer(nn.Module):
 # %% ../nbs/13_model.ipynb #e5f6990d
 def param_counts(cfg:ModelConfig) -> dict[str, int]:
     "Parameters of `Transformer(cfg)` by component, by the analytic formula (a tied output projection counts 0)."
-    d, hd, L = cfg.dim, cfg.head_dim, cfg.n_layers
+    d, hd, L, f, b = cfg.dim, cfg.head_dim, cfg.n_layers, cfg.ffn_hidden_dim, int(cfg.include_bias)
+    q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd                     # widths of the query and of the key/value projections
+    per_norm = 0 if not cfg.norm_affine else d * (2 if cfg.norm_type == 'layernorm' and b else 1)   # gain (+ shift)
+    n_up = 2 if cfg.gated else 1                                      # w1 (and w3)
     return dict(embedding=cfg.padded_vocab_size * d,
-                attention=L * (d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd + cfg.n_heads * hd * d),
-                feed_forward=L * 3 * d * cfg.ffn_hidden_dim,
-                norms=L * 2 * d + d,
+                attention=L * (d * q + 2 * d * kv + q * d + b * (q + 2 * kv + d)),
+                feed_forward=L * ((n_up + 1) * d * f + b * (n_up * f + d)),
+                norms=(2 * L + 1) * per_norm,
                 output=0 if cfg.tie_embeddings else cfg.padded_vocab_size * d)
 
 def num_params(cfg:ModelConfig, embedding:bool=True) -> int:
@@ -149,9 +169,10 @@ def flops_per_token(cfg:ModelConfig,  # the model
                     training:bool=True # forward + backward (x3) or forward only
                    ) -> float:
     "Model FLOPs per token: 2 per matmul weight and 2·2·T·H·hd of attention per layer, forward; x3 for training."
-    matmul_params = num_params(cfg, embedding=False) + (cfg.padded_vocab_size * cfg.dim if cfg.tie_embeddings else 0)
-    matmul_params -= cfg.n_layers * 2 * cfg.dim + cfg.dim          # norm gains do no matmul
-    fwd = 2 * matmul_params + 4 * cfg.n_layers * seq_len * cfg.n_heads * cfg.head_dim
+    d, hd, L, f = cfg.dim, cfg.head_dim, cfg.n_layers, cfg.ffn_hidden_dim
+    q, kv = cfg.n_heads * hd, cfg.n_kv_heads * hd
+    matmul_params = L * (2 * d * q + 2 * d * kv + (3 if cfg.gated else 2) * d * f) + cfg.padded_vocab_size * d  # output: tied or not
+    fwd = 2 * matmul_params + 4 * L * seq_len * q                  # biases, norms, activations: not counted (not matmuls)
     return 3 * fwd if training else fwd
 
 # %% ../nbs/13_model.ipynb #c2575d91
