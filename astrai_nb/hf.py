@@ -400,7 +400,12 @@ def _load_checkpoint(path:Path, dtype, device, tokenizer) -> tuple[Transformer, 
     data = meta.get('data')                                              # what the trainer recorded of its data
     tok = _load_tokenizer(Path(tokenizer or path), data.get('tokenizer_hash') if isinstance(data, dict) else None)
     _check_vocab(tok, cfg, tokenizer or path)
-    return _build_model(cfg, load_checkpoint_weights(path), dtype, device, f"checkpoint {path}: {WEIGHTS}"), tok, meta
+    sd = load_checkpoint_weights(path)
+    if 'reward_head.weight' in sd:                                       # written by --train_type rm (23_strategy)
+        raise CheckpointError(f"checkpoint {path} holds a reward model (its weights include reward_head.weight): it scores answers, it "
+                              "does not generate, and Hugging Face's causal-LM layouts have no place for its head; use it as a GRPO "
+                              f"reward with --grpo_reward rm:{path}, or load, generate from and export the language model it was trained from")
+    return _build_model(cfg, sd, dtype, device, f"checkpoint {path}: {WEIGHTS}"), tok, meta
 
 def load_pretrained(path:str|Path,                            # a checkpoint step directory, or a Hugging Face Llama directory
                     dtype:torch.dtype|str|None=torch.float32, # dtype of the model ('bfloat16', ...); None: as stored
