@@ -210,13 +210,23 @@ if __name__ == '__main__' and getattr(globals().get('__spec__'), 'name', '') == 
     sys.exit(train_cli())
 
 # %% ../nbs/50_cli.ipynb #2dfade29
-def export(**settings) -> Path:
-    "Export a checkpoint step directory as a Hugging Face directory; print what was written and how to load it."
+def export(merge:bool=False,   # a LoRA checkpoint: its base with the adapters merged in, one Hugging Face directory
+           peft:bool=False,    # a LoRA checkpoint: OUT/base (Hugging Face) and OUT/adapter (the adapters in peft's format)
+           **settings) -> Path:
+    "Export a checkpoint step directory as a Hugging Face directory (a LoRA checkpoint merged, or for `peft`); print what was written and how to load it."
     from astrai_nb.hf import ExportConfig, export_checkpoint   # lazy: only this script needs 41_hf (see 90_layout)
+    from astrai_nb.lora import lora_meta, export_lora          # lazy: 35_lora, for checkpoints of adapters
     c = ExportConfig.from_dict(settings)
     if c.param_path is None or c.out is None:
         raise ValueError("--param_path CKPT_DIR/step_N and --out HF_DIR are both needed")
-    out = export_checkpoint(c.param_path, c.out, c.dtype, c.tokenizer)
+    if merge or peft or lora_meta(c.param_path) is not None:
+        out = export_lora(c.param_path, c.out, merge, peft, c.dtype, c.tokenizer)
+        if peft:
+            print(f"astrai_nb_export: wrote {out / 'base'} (Hugging Face) and {out / 'adapter'} (peft: adapter_config.json, "
+                  "adapter_model.safetensors)")
+            print(f"load it:  PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained('{out / 'base'}'), '{out / 'adapter'}')")
+            return out
+    else: out = export_checkpoint(c.param_path, c.out, c.dtype, c.tokenizer)
     print(f"astrai_nb_export: wrote {out} ({', '.join(sorted(p.name for p in out.iterdir()))})")
     print(f"load it:  AutoModelForCausalLM.from_pretrained('{out}'), AutoTokenizer.from_pretrained('{out}')")
     return out
@@ -225,6 +235,8 @@ def export_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_export`."
     from astrai_nb.hf import ExportConfig
     parser = config_parser(ExportConfig, 'astrai_nb_export', 'Export a checkpoint as a Hugging Face Llama directory.')
+    for flag, doc in docments(export).items():
+        if flag in ('merge', 'peft'): parser.add_argument(f'--{flag}', action='store_true', help=doc)
     return run_script('astrai_nb_export', lambda: export(**_settings(parser, argv)) and None)
 
 # %% ../nbs/50_cli.ipynb #43936056
@@ -235,9 +247,11 @@ def _need_param_path(c):
 def _load_model(c) -> tuple:
     "The model and tokenizer at `c.param_path` (a script's settings: param_path, dtype, device, tokenizer), and the device."
     from astrai_nb.hf import load_pretrained                            # lazy: 41_hf (see 90_layout)
+    from astrai_nb.lora import lora_meta, load_lora_pretrained         # lazy: 35_lora, for a checkpoint of adapters (base + adapters)
     _need_param_path(c)
     device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    return (*load_pretrained(c.param_path, c.dtype, device, c.tokenizer), device)
+    load = load_lora_pretrained if lora_meta(c.param_path) is not None else load_pretrained
+    return (*load(c.param_path, c.dtype, device, c.tokenizer), device)
 
 def generate(**settings) -> str|None:
     "Continue `--prompt` from the model at `--param_path`, printing the text as it comes; without a prompt, chat in the terminal."

@@ -227,6 +227,10 @@ class TrainConfig(Config):
     overwrite: bool = False
     model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
+    lora_rank: int = 0                    # LoRA: rank r of the low-rank update W + (alpha/r)·B·A of each target layer; 0: train every weight
+    lora_alpha: float = 16.0              # LoRA: the update is scaled by alpha/r
+    lora_dropout: float = 0.0             # LoRA: dropout on the input of each update
+    lora_targets: str = 'wq,wk,wv,wo,w1,w2,w3'   # LoRA: the linear layers of every block that get an update (comma-separated)
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs
     # or a token budget: input tokens of all ranks (tokens_seen); the run ends with the first step that reaches it
     max_tokens: int | None = None
@@ -323,6 +327,21 @@ def validate(self:TrainConfig):
     if self.train_type == 'grpo' and self.parallel_mode == 'fsdp':
         raise ValueError(f"{T}.train_type='grpo' cannot be used with parallel_mode='fsdp' yet: the rollouts generate with "
                          "the whole model on each rank; use --parallel_mode ddp")
+    if self.lora_rank < 0: raise ValueError(f"{T}.lora_rank must be >= 0 (0: train every weight; typical LoRA: 4 to 64), got {self.lora_rank}")
+    if self.lora_rank:
+        if self.lora_alpha <= 0: raise ValueError(f"{T}.lora_alpha must be > 0 (typical: 2 x lora_rank), got {self.lora_alpha}")
+        if not 0 <= self.lora_dropout < 1: raise ValueError(f"{T}.lora_dropout must be in [0, 1), got {self.lora_dropout}")
+        targets = [t.strip() for t in self.lora_targets.split(',')]
+        allowed = ('wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')
+        if (bad := [t for t in targets if t not in allowed]) or len(set(targets)) != len(targets):
+            raise ValueError(f"{T}.lora_targets={self.lora_targets!r}: {f'unknown {bad}' if bad else 'a layer named twice'}; choose among "
+                             f"{','.join(allowed)} (comma-separated, each once)")
+        if self.parallel_mode == 'fsdp':
+            raise ValueError(f"{T}.lora_rank={self.lora_rank} cannot be used with parallel_mode='fsdp' yet: with LoRA the weights "
+                             "are frozen and only the small adapters train, so --parallel_mode ddp holds little more per rank")
+        if self.ref_path is not None:
+            raise ValueError(f"{T}.ref_path is not used with LoRA: the reference is the base model itself, with the adapters "
+                             "switched off (no second copy); drop --ref_path, or train every weight (--lora_rank 0)")
     for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
         if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
                                                                  f"got {getattr(self, name)}")

@@ -379,7 +379,9 @@ def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset
 def load_initial_weights(model:Transformer, path):
     "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory (a reward model's head may be missing)."
     path = Path(path)
-    if (path / 'meta.json').exists(): sd = Checkpoint.load(path).state_dict
+    if (path / 'meta.json').exists():
+        from astrai_nb.lora import checkpoint_state_dict   # lazy: 35_lora comes later; a LoRA checkpoint's weights are its base plus its adapters
+        sd = checkpoint_state_dict(path)
     elif (path / 'config.json').exists():
         from astrai_nb.hf import import_hf
         sd = import_hf(path).state_dict()
@@ -554,7 +556,7 @@ def plan_batches(self:TrainContextBuilder):
 # %% ../nbs/34_trainer.ipynb #310fc842
 @patch
 def build_model(self:TrainContextBuilder):
-    "The model, on its device, with `param_path`'s weights for a new run."
+    "The model, on its device, with `param_path`'s weights for a new run (and for a resumed LoRA run: its checkpoints hold only adapters)."
     c, mcfg = self.config, self.model_config
     self.window = c.window_size or mcfg.max_seq_len
     if self.window > mcfg.max_seq_len:
@@ -562,7 +564,31 @@ def build_model(self:TrainContextBuilder):
                          f"lower --window_size or use a model with a longer max_seq_len")
     # the strategy's additions (the reward model's head) come before any weights are loaded
     self.raw = self.strategy.setup_model(self.model if self.model is not None else Transformer(mcfg)).to(self.device)
-    if c.param_path is not None and self.resume_path is None: load_initial_weights(self.raw, c.param_path)
+    if c.param_path is not None and (self.resume_path is None or c.lora_rank): load_initial_weights(self.raw, c.param_path)
+    if self.resume_path is not None:
+        saved = check_checkpoint(self.resume_path, hashes=False).get('lora')
+        if bool(saved) != bool(c.lora_rank):
+            raise ValueError(f"cannot resume from {self.resume_path}: it was written by a run "
+                             + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
+                                if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
+                                f"a LoRA run from its weights with --param_path {self.resume_path}"))
+    if c.lora_rank: self.add_adapters()
+
+@patch
+def add_adapters(self:TrainContextBuilder):
+    "Record where the base weights come from and their hash (a resume checks it), freeze them, and add the LoRA layers (`35_lora`)."
+    from astrai_nb.lora import apply_lora, base_source, check_base, trainable_counts   # lazy: 35_lora comes after this notebook
+    c = self.config
+    base = {**base_source(c), 'sha256': weights_sha256(self.raw)}
+    if self.resume_path is not None: check_base(self.raw, check_checkpoint(self.resume_path, hashes=False)['lora']['base'],
+                                                f"cannot resume from {self.resume_path}")
+    apply_lora(self.raw, c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets)
+    self.raw.lora['base'] = base
+    if hasattr(self.raw, 'reward_head'): self.raw.reward_head.requires_grad_(True)    # rm: the new head trains beside the adapters
+    n, total = trainable_counts(self.raw)
+    if self.rank == 0:
+        print(f"lora: rank {c.lora_rank} on {c.lora_targets}: {n:,} trainable of {total:,} parameters ({100 * n / total:.2f}%); "
+              "the base weights are frozen", flush=True)
 
 # %% ../nbs/34_trainer.ipynb #7c4e2a90
 def weights_sha256(model:nn.Module) -> str:
@@ -605,6 +631,7 @@ def build_reference(self:TrainContextBuilder):
     "The strategy's frozen reference: a copy of the starting weights or `ref_path`'s; on resume, the one the checkpoint was trained against."
     c, self.reference, self.reference_info = self.config, None, None
     if not self.strategy.needs_reference: return
+    if c.lora_rank: return self.lora_reference()
     info = _reference_source(c)
     # a fresh run: the policy holds the starting weights now; a resumed one has not loaded them (they come from the checkpoint)
     ref = copy.deepcopy(self.raw)
@@ -620,6 +647,15 @@ def build_reference(self:TrainContextBuilder):
     if self.resume_path is not None: check_reference(self.resume_path, info, c.train_type)
     self.reference, self.reference_info = ref, info
     self.strategy.reference = ref
+
+@patch
+def lora_reference(self:TrainContextBuilder):
+    "With LoRA the reference is the policy itself with its adapters off (`LoRAReference`): no second copy of the weights."
+    from astrai_nb.lora import LoRAReference            # lazy: 35_lora comes after this notebook
+    info = {**self.raw.lora['base'], 'adapters': 'off'}
+    if self.resume_path is not None: check_reference(self.resume_path, info, self.config.train_type)
+    self.reference, self.reference_info = LoRAReference(self.raw), info
+    self.strategy.reference = self.reference
 
 def check_reference(path, info:dict, train_type:str):
     "Raise a `ValueError` unless checkpoint `path` was trained against the reference model `info` describes (the same weights, bitwise)."
@@ -733,11 +769,16 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
     model_sd, optim_sd = self.executor.state_dicts(self.raw_model, self.optimizer)
     if self.rank != 0: return None
+    lora = getattr(self.raw_model, 'lora', None)
+    if lora is not None:      # only what trains: the adapters (and a reward model's head); meta.json names and hashes the base
+        trains = {n for n, p in self.raw_model.named_parameters() if p.requires_grad}
+        model_sd = {k: v for k, v in model_sd.items() if k in trains}
     ck = Checkpoint(model_sd, self.epoch, self.iteration,
                     extra={'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(),
                            'trainer_state': trainer_state(self), **self._synced_reference()},
                     meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
-                          'data': self.data_info, **({'reference': self.reference_info} if self.reference_info else {})},
+                          'data': self.data_info, **({'reference': self.reference_info} if self.reference_info else {}),
+                          **({'lora': lora} if lora is not None else {})},
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
     prune_checkpoints(self.ckpt_dir, keep_last)
@@ -777,7 +818,9 @@ def load_checkpoint(self:TrainContext, path):
     ck = Checkpoint.load(path)
     # this run's settings
     hyper = [{k: v for k, v in g.items() if k != 'params'} for g in self.optimizer.param_groups]
-    self.executor.load_state_dicts(self.raw_model, self.optimizer, ck.state_dict, ck.extra['optimizer'])
+    # a LoRA checkpoint holds the adapters; the base weights are the model's own (checked against its hash in `add_adapters`)
+    model_sd = {**self.raw_model.state_dict(), **ck.state_dict} if 'lora' in ck.meta else ck.state_dict
+    self.executor.load_state_dicts(self.raw_model, self.optimizer, model_sd, ck.extra['optimizer'])
     changed = {}
     for group, h in zip(self.optimizer.param_groups, hyper):
         changed.update({k: (group[k], v) for k, v in h.items() if k != 'lr' and _plain(group.get(k)) != _plain(v)})
