@@ -185,6 +185,7 @@ class MetricLogger(Callback):
             row.update({k: s / n for k, (s, n) in self.acc.items() if n})
             self.acc = {}
         row.update({k: ctx.metrics[k] for k in self.evals if k in ctx.metrics})
+        row.update({k: v for k, v in ctx.metrics.items() if k.startswith('tokens_')})   # running totals per data source (`SourceTokens`)
         self.file.write(json.dumps(row) + '\n'); self.file.flush()
 
     def on_train_end(self, ctx): self.file.close()
