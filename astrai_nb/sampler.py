@@ -256,18 +256,23 @@ class MixtureSampler(ResumableDistributedSampler):
         self.rates = [r / sum(rates) for r in rates]
         self.names = list(names) if names is not None else [f"source{i}" for i in range(len(self.sizes))]
         self.offsets = [sum(self.sizes[:i]) for i in range(len(self.sizes))]
-        self._draws, self._orders = {}, {}
+        self._draws, self._orders, self._counts = {}, {}, {}
         super().__init__(sum(self.sizes), num_replicas, rank, shuffle=True, seed=seed, drop_last=drop_last)
 
     def draws(self, epoch:int) -> Tensor:
         "(n,) the source of each global position of `epoch` (cached)."
-        if epoch not in self._draws: self._draws[epoch] = mixture_draws(self.rates, self.n, self.seed, epoch)
-        return self._draws[epoch]
+        if (self.seed, epoch) not in self._draws:                   # keep one epoch
+            self._draws = {(self.seed, epoch): mixture_draws(self.rates, self.n, self.seed, epoch)}
+        return self._draws[(self.seed, epoch)]
 
     def drawn_before(self, epoch:int) -> list[int]:
         "Samples of each source drawn in the epochs before `epoch` (without padding): where each source's stream goes on."
-        k = len(self.sizes)
-        return torch.stack([torch.bincount(self.draws(e), minlength=k) for e in range(epoch)]).sum(0).tolist() if epoch else [0] * k
+        k, total = len(self.sizes), [0] * len(self.sizes)
+        for e in range(epoch):
+            if (self.seed, e) not in self._counts:                  # a few ints per epoch
+                self._counts[(self.seed, e)] = torch.bincount(mixture_draws(self.rates, self.n, self.seed, e), minlength=k).tolist()
+            total = [a + b for a, b in zip(total, self._counts[(self.seed, e)])]
+        return total
 
     def permutation(self, epoch:int|None=None) -> Tensor:
         "The global order of `epoch` (default: the current one), indices into the concatenated sources."
