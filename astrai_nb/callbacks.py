@@ -195,6 +195,7 @@ class MetricLogger(Callback):
             row.update({k: s / n for k, (s, n) in self.acc.items() if n})
             self.acc = {}
         row.update({k: v for k, v in ctx.metrics.items() if k.startswith(self.evals)})
+        row.update({k: v for k, v in ctx.metrics.items() if k.startswith('tokens_') and k not in self.means})   # per data source (`SourceTokens`)
         return row
 
     def on_step_end(self, ctx):
@@ -229,7 +230,9 @@ def tensorboard_scalars(row:dict,              # a metrics.jsonl row
         elif ce is not None and k in CE_NAMES: out[CE_NAMES[k]] = v
         elif k in METRIC_NAMES: out[METRIC_NAMES[k]] = v / world_size if k in PER_DEVICE else v
         else:
-            group, _, name = k.partition('_') if k.startswith(('val_', 'eval_')) else ('train', '', k)
+            if k.startswith(('val_', 'eval_')): group, _, name = k.partition('_')
+            elif k.startswith('tokens_'): group, name = 'data', k      # a mixture's tokens per source (34_trainer's SourceTokens)
+            else: group, name = 'train', k
             out[f"{group}/{name}"] = v
     return out
 

@@ -175,7 +175,7 @@ def train(**settings) -> TrainContext:
                                                               f"not one of {list(TRAIN_TYPES)}")
     # under torchrun: join the process group, leave it on exit
     with distributed_run() as env:
-        if config.data_root_path is None and config.train_type == 'seq':
+        if config.data_root_path is None and config.data_mix is None and config.train_type == 'seq':
             config.data_root_path = DEFAULT_DATA
             if config.max_steps is None and config.max_tokens is None: config.max_steps = DEFAULT_STEPS
             if env['rank'] == 0 and not (Path(DEFAULT_DATA) / 'meta.json').exists():

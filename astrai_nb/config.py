@@ -220,6 +220,8 @@ class TrainConfig(Config):
     stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
     stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
+    # instead of data_root_path: several prepared directories and their sampling rates, DIR=RATE ... (a {dir: rate} object in --config JSON)
+    data_mix: list[str] | None = None
     param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
     ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
     resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
@@ -362,6 +364,12 @@ def validate(self:TrainConfig):
                          "or pass model_config")
     if self.device != 'auto' and not (self.device == 'cpu' or self.device.startswith('cuda')):
         raise ValueError(f"{T}.device={self.device!r}: use auto, cpu, cuda or cuda:N")
+    if self.data_mix is not None:
+        from astrai_nb.sampler import parse_data_mix     # the mixture's own checks (`03_sampler`)
+        parse_data_mix(self.data_mix, f"{T}.data_mix")
+        if self.data_root_path is not None:
+            raise ValueError(f"{T}.data_mix and {T}.data_root_path are both given: pass data_root_path for one prepared "
+                             "directory or data_mix for several with their rates, not both")
     for name, lo in (('eval_interval', 0), ('eval_samples', 0), ('eval_max_new_tokens', 1)):
         if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
     if self.eval_task is not None and self.parallel_mode == 'fsdp':

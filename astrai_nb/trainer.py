@@ -19,7 +19,7 @@ from .config import ModelConfig, TrainConfig, PRESETS
 from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
-from .sampler import ResumableDistributedSampler
+from .sampler import ResumableDistributedSampler, MixtureSampler, parse_data_mix, source_names
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, dist_env, threads_per_rank
 from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
@@ -30,9 +30,9 @@ from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_c
 # %% auto #0
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
-           'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory', 'training_memory', 'check_memory',
-           'split_global_batch', 'weights_sha256', 'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock',
-           'read_metrics', 'plot_metrics', 'StageBoundary']
+           'mixture_info', 'run_data_info', 'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory',
+           'training_memory', 'check_memory', 'split_global_batch', 'weights_sha256', 'check_reference',
+           'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics', 'StageBoundary', 'SourceTokens']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -317,6 +317,7 @@ class TrainContextBuilder:
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
         if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
+        if isinstance(getattr(self, 'sampler', None), MixtureSampler): cbs.append(SourceTokens())
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -355,7 +356,7 @@ def setup(self:TrainContextBuilder):
 # %% ../nbs/34_trainer.ipynb #4d45c4dd
 def _need_data(root):
     if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by "
-                                      "astrai_nb_prepare)")
+                                      "astrai_nb_prepare), or --data_mix DIR=RATE ... for several")
 
 def data_info(data_root_path) -> dict:
     "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
@@ -365,16 +366,47 @@ def data_info(data_root_path) -> dict:
     return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
             'tokenizer_hash': meta['tokenizer_hash'], 'data_hash': meta.get('data_hash')}
 
-def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
-    "Train and validation datasets of `config.data_root_path` for its train_type, and the collate function."
+def mixture_info(data_mix) -> dict:
+    "What identifies a mixture: `data_info` of its first source (whose tokenizer every source must share), a `data_hash` of every source's data and rate, and the `sources`."
+    mix = parse_data_mix(data_mix)
+    infos = [data_info(p) for p in mix]
+    first = infos[0]
+    for (p, info) in zip(list(mix)[1:], infos[1:]):
+        if info['kind'] != first['kind']:
+            raise ValueError(f"--data_mix: {p} holds {info['kind']} data but {next(iter(mix))} holds {first['kind']} data: "
+                             "the sources of a mixture must be of one kind")
+        if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
+            raise ValueError(f"--data_mix: {p} and {next(iter(mix))} were prepared with different tokenizers (hash "
+                             f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
+                             f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {next(iter(mix))}/tokenizer.json "
+                             "so that every source shares one")
+    sources = [{'name': n, 'path': i['path'], 'rate': r, 'data_hash': i['data_hash']}
+               for n, i, r in zip(source_names(mix), infos, mix.values())]
+    ident = json.dumps([[s['data_hash'], s['rate']] for s in sources])
+    return {**first, 'data_hash': hashlib.sha256(ident.encode()).hexdigest(), 'sources': sources}
+
+def run_data_info(config:TrainConfig) -> dict:
+    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`."
+    return mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
+
+def _load_one(root, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
     from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
-    _need_data(config.data_root_path)
-    kind = StrategyFactory.registry[config.train_type].data_kind
     if kind == 'pretrain':
-        train, val, _ = load_pretrain_data(config.data_root_path, window_size)
+        train, val, _ = load_pretrain_data(root, window_size)
         return train, val, None
-    train, val, meta = load_post_data(config.data_root_path, max_len=window_size, pack=kind == 'sft', kind=kind)
+    train, val, meta = load_post_data(root, max_len=window_size, pack=kind == 'sft', kind=kind)
     return train, val, collator_for(meta)
+
+def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
+    "Train and validation datasets of `config.data_root_path` (or of every `data_mix` source, concatenated in its order) for its train_type, and the collate function."
+    kind = StrategyFactory.registry[config.train_type].data_kind
+    if config.data_mix is None:
+        _need_data(config.data_root_path)
+        return _load_one(config.data_root_path, kind, window_size)
+    parts = [_load_one(p, kind, window_size) for p in parse_data_mix(config.data_mix)]
+    vals = [v for _, v, _ in parts if v is not None and len(v)]
+    return (torch.utils.data.ConcatDataset([t for t, _, _ in parts]),
+            torch.utils.data.ConcatDataset(vals) if vals else None, parts[0][2])
 
 def load_initial_weights(model:Transformer, path):
     "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory (a reward model's head may be missing)."
@@ -476,11 +508,11 @@ def resolve(self:TrainContextBuilder):
     "The checkpoint to resume, the data's identity and the model config, checked before anything is allocated or written."
     c = self.config
     self.resume_path = self._resume_path()
-    self.data = data_info(c.data_root_path) if self.datasets is None else None
+    self.data = run_data_info(c) if self.datasets is None else None
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
     kind = self.strategy.data_kind
     if self.data is not None and self.data['kind'] != kind:
-        raise ValueError(f"--train_type {c.train_type} trains on {kind} data, but {c.data_root_path} holds "
+        raise ValueError(f"--train_type {c.train_type} trains on {kind} data, but {c.data_root_path or 'the --data_mix'} holds "
                          f"{self.data['kind']} data: prepare {kind} data with astrai_nb_prepare --kind {kind}")
     self.check_ref_path()
     if self.resume_path is not None: check_fits(self.resume_path, self.model_config, self.data)
@@ -699,7 +731,11 @@ def build_data(self:TrainContextBuilder):
     "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run."
     c, W, B, k = self.config, self.world_size, self.config.batch_per_device, self.config.grad_accum_steps
     train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
-    self.sampler = ResumableDistributedSampler(train_ds, W, self.rank, shuffle=True, seed=c.random_seed)
+    if c.data_mix is not None and isinstance(train_ds, torch.utils.data.ConcatDataset):   # a mixture: one sampler draws every source
+        mix = parse_data_mix(c.data_mix)
+        self.sampler = MixtureSampler(train_ds.datasets, list(mix.values()), W, self.rank, seed=c.random_seed,
+                                      names=source_names(mix))
+    else: self.sampler = ResumableDistributedSampler(train_ds, W, self.rank, shuffle=True, seed=c.random_seed)
     self.steps_per_epoch = (-(-len(train_ds) // W) // B) // k * self.strategy.iterations   # GRPO: steps per round of rollouts
     if self.steps_per_epoch == 0:
         raise ValueError(f"the training data has {len(train_ds)} sequences of {self.window} tokens, "
@@ -747,7 +783,9 @@ def assemble(self:TrainContextBuilder) -> TrainContext:
 def trainer_state(ctx:TrainContext) -> dict:
     "Everything besides model, optimizer and scheduler that a resumed run needs."
     return {'epoch': ctx.epoch, 'iteration': ctx.iteration, 'consumed': ctx.consumed, 'tokens_seen': ctx.tokens_seen,
-            'sampler': {'epoch': ctx.epoch, 'consumed': ctx.consumed, 'seed': ctx.sampler.seed},
+            'sampler': {'epoch': ctx.epoch, 'consumed': ctx.consumed, 'seed': ctx.sampler.seed,
+                        # a mixture: the samples each source gave in this epoch, checked when it is restored
+                        **({'sources': ctx.sampler.source_counts(ctx.epoch, 0, ctx.consumed)} if isinstance(ctx.sampler, MixtureSampler) else {})},
             'rng': rng_state(), 'scaler': ctx.scaler.state_dict() if ctx.scaler is not None else None,
             'callbacks': {type(cb).__name__: cb.state_dict() for cb in ctx.callbacks if hasattr(cb, 'state_dict')}}
 
@@ -985,3 +1023,22 @@ class StageBoundary(Callback):
             print(f"kl: stage 1 ends at step {ctx.iteration} ({ctx.tokens_seen:,} tokens); from step {ctx.iteration + 1} the loss "
                   f"adds {ctx.config.kl_beta} x KL(policy || the snapshot of these weights)", flush=True)
 
+
+# %% ../nbs/34_trainer.ipynb #3cf4f229
+class SourceTokens(Callback):
+    "Count each mixture source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
+    order = 25                                         # before the MetricLogger
+    def __init__(self): self.tokens, self.pos = {}, 0
+
+    def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
+    def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
+
+    def on_train_begin(self, ctx): self.tokens = {n: self.tokens.get(n, 0) for n in ctx.sampler.names}
+    def on_epoch_begin(self, ctx): self.pos = ctx.consumed
+
+    def on_step_end(self, ctx):
+        counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed)     # the samples of this step, every rank
+        self.pos, n = ctx.consumed, max(sum(counts.values()), 1)
+        for name, k in counts.items():
+            self.tokens[name] += round(ctx.step_tokens * k / n)
+            ctx.metrics[f'tokens_{name}'] = self.tokens[name]
