@@ -247,11 +247,9 @@ def _need_param_path(c):
 def _load_model(c) -> tuple:
     "The model and tokenizer at `c.param_path` (a script's settings: param_path, dtype, device, tokenizer), and the device."
     from astrai_nb.hf import load_pretrained                            # lazy: 41_hf (see 90_layout)
-    from astrai_nb.lora import lora_meta, load_lora_pretrained         # lazy: 35_lora, for a checkpoint of adapters (base + adapters)
     _need_param_path(c)
     device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    load = load_lora_pretrained if lora_meta(c.param_path) is not None else load_pretrained
-    return (*load(c.param_path, c.dtype, device, c.tokenizer), device)
+    return (*load_pretrained(c.param_path, c.dtype, device, c.tokenizer), device)   # a LoRA checkpoint: base + adapters
 
 def generate(**settings) -> str|None:
     "Continue `--prompt` from the model at `--param_path`, printing the text as it comes; without a prompt, chat in the terminal."

@@ -414,7 +414,10 @@ def load_pretrained(path:str|Path,                            # a checkpoint ste
                    ) -> tuple[Transformer, TextTokenizer]:    # the model in eval mode, and its tokenizer
     "The model and its tokenizer from a checkpoint step directory or a Hugging Face directory: what generation and serving load."
     path, dtype = Path(path), _dtype(dtype)
-    if _kind(path) == 'checkpoint': return _load_checkpoint(path, dtype, device, tokenizer)[:2]
+    if _kind(path) == 'checkpoint':
+        from astrai_nb.lora import lora_meta, load_lora_pretrained     # lazy: 35_lora reads checkpoints through the trainer
+        if lora_meta(path) is not None: return load_lora_pretrained(path, dtype, device, tokenizer)   # base + adapters, merged
+        return _load_checkpoint(path, dtype, device, tokenizer)[:2]
     if tokenizer is None and not (path/'tokenizer.json').exists(): raise _no_tokenizer(path, 'the Hugging Face directory')
     tok = _load_tokenizer(Path(tokenizer or path), (_export_info(path) or {}).get('tokenizer_hash'))
     model = import_hf(path, dtype, device)

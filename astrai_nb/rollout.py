@@ -19,6 +19,7 @@ from .model import Transformer
 from .strategy import REWARD_HEAD, add_reward_head, sequence_rewards
 from .tokenizer import TextTokenizer
 from .checkpoint import Checkpoint
+from .lora import checkpoint_state_dict
 
 # %% auto #0
 __all__ = ['sample_seed', 'Rollout', 'rollout', 'rollout_batch', 'resolve_scorer', 'takes_tokens', 'score_rollout',
@@ -171,7 +172,7 @@ class RewardModelScorer:
                              "model on data prepared with the policy's tokenizer (astrai_nb_prepare --tokenizer DIR)")
         self.device = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
         model = add_reward_head(Transformer(ModelConfig.from_dict(ck.config)))
-        model.load_state_dict(ck.state_dict)
+        model.load_state_dict(checkpoint_state_dict(path))               # a LoRA reward model: its base with the adapters merged
         self.model = model.to(self.device).eval().requires_grad_(False)
         self.stop_ids = {self.tokenizer.end_id, self.tokenizer.eos_id}
 
