@@ -482,22 +482,23 @@ def available_memory(device:torch.device) -> int:
     if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
     return avail
 
-def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False) -> int:
-    "Bytes one rank needs at least: the fp32 weights, their gradients and AdamW moments (sharded over the ranks by FSDP), and a reference copy."
+def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False,
+                    lora:int=0) -> int:   # parameters of LoRA adapters (35_lora): then only they train, the base is frozen
+    "Bytes one rank needs at least: the fp32 weights, the gradients and AdamW moments of what trains (sharded over the ranks by FSDP), and a reference copy."
     n = num_params(cfg)
-    return 4 * n + 12 * n // (world_size if parallel_mode == 'fsdp' else 1) + 4 * n * reference
+    return 4 * (n + lora) + 12 * (lora or n) // (world_size if parallel_mode == 'fsdp' else 1) + 4 * n * reference
 
 def _gb(n:int) -> str: return f"{n / 1e9:,.1f} GB"
 
 def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none', world_size:int=1, local_ranks:int=1,
-                 reference:bool=False):
+                 reference:bool=False, lora:int=0):
     "Raise a `ValueError` when training `cfg` (with a frozen `reference` copy) cannot fit in the memory `device` has free (the machine's `local_ranks` share the CPU's)."
-    need = training_memory(cfg, parallel_mode, world_size, reference) * (local_ranks if device.type == 'cpu' else 1)
+    need = training_memory(cfg, parallel_mode, world_size, reference, lora) * (local_ranks if device.type == 'cpu' else 1)
     have = available_memory(device)
     if need > have:
         raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, "
                          f"{cfg.n_layers} layers, vocab {cfg.vocab_size}) "
-                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32"
+                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32{' (LoRA)' if lora else ''}"
                          f"{', and a reference copy' if reference else ''}, "
                          f"but {device.type} has {_gb(have)} "
                          "available: choose a smaller model (--model or --model_config)")
@@ -523,8 +524,12 @@ def resolve(self:TrainContextBuilder):
         raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
                          f"workers only read windows of memory-mapped shards, so 0 to {cores} is plenty")
     if self.model is None:
+        lora = 0
+        if c.lora_rank:
+            from astrai_nb.lora import lora_num_params   # lazy: 35_lora comes after this notebook
+            lora = lora_num_params(self.model_config, c.lora_rank, c.lora_targets)
         check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'],
-                     reference=self.strategy.needs_reference)
+                     reference=self.strategy.needs_reference and not lora, lora=lora)   # a LoRA reference is the base itself
 
 # %% ../nbs/34_trainer.ipynb #9cbee88e
 def _near(n:int, unit:int) -> str:
