@@ -17,14 +17,14 @@ from .model import Transformer
 from .checkpoint import META, Checkpoint, check_checkpoint
 from .strategy import REWARD_HEAD, add_reward_head
 from .tokenizer import TextTokenizer
-from .trainer import weights_sha256, load_initial_weights
+from .trainer import weights_sha256, load_initial_weights, training_memory
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'LoRALinear', 'parse_targets', 'lora_layers', 'apply_lora', 'trainable_counts', 'is_lora_key',
            'lora_state_dict', 'merged_state_dict', 'plain_model', 'adapters_disabled', 'adapters_from', 'merge_lora',
-           'unmerge_lora', 'lora_shapes', 'lora_num_params', 'train_state_bytes', 'LoRAReference', 'base_source',
-           'describe_base', 'lora_meta', 'check_base', 'load_lora_model', 'checkpoint_state_dict',
-           'load_lora_pretrained', 'peft_state_dict', 'peft_config', 'export_peft', 'export_lora']
+           'unmerge_lora', 'lora_shapes', 'lora_num_params', 'LoRAReference', 'base_source', 'describe_base',
+           'lora_meta', 'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained',
+           'peft_state_dict', 'peft_config', 'export_peft', 'export_lora']
 
 # %% ../nbs/35_lora.ipynb #7587339d
 # --lora_targets name -> the linear layer inside each DecoderBlock, and its name in Hugging Face's Llama (peft's target_modules)
@@ -180,10 +180,6 @@ def lora_num_params(cfg:ModelConfig, rank:int, targets:str|list='wq,wk,wv,wo,w1,
     "Parameters LoRA adds (and trains): r·(in + out) for every target layer of every block."
     shapes = lora_shapes(cfg)
     return cfg.n_layers * sum(rank * sum(shapes[t]) for t in parse_targets(targets))
-
-def train_state_bytes(trainable:int, total:int) -> int:
-    "Bytes of fp32 weights, gradients and AdamW's two moments: 4 per parameter, plus 12 per trainable one."
-    return 4 * total + 12 * trainable
 
 # %% ../nbs/35_lora.ipynb #7eee32d7
 class LoRAReference(nn.Module):

@@ -369,16 +369,16 @@ def data_info(data_root_path) -> dict:
 def mixture_info(data_mix) -> dict:
     "What identifies a mixture: `data_info` of its first source (whose tokenizer every source must share), a `data_hash` of every source's data and rate, and the `sources`."
     mix = parse_data_mix(data_mix)
-    infos = [data_info(p) for p in mix]
+    (p0, *rest), infos = list(mix), [data_info(p) for p in mix]
     first = infos[0]
-    for (p, info) in zip(list(mix)[1:], infos[1:]):
+    for p, info in zip(rest, infos[1:]):
         if info['kind'] != first['kind']:
-            raise ValueError(f"--data_mix: {p} holds {info['kind']} data but {next(iter(mix))} holds {first['kind']} data: "
+            raise ValueError(f"--data_mix: {p} holds {info['kind']} data but {p0} holds {first['kind']} data: "
                              "the sources of a mixture must be of one kind")
         if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
-            raise ValueError(f"--data_mix: {p} and {next(iter(mix))} were prepared with different tokenizers (hash "
+            raise ValueError(f"--data_mix: {p} and {p0} were prepared with different tokenizers (hash "
                              f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
-                             f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {next(iter(mix))}/tokenizer.json "
+                             f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {p0}/tokenizer.json "
                              "so that every source shares one")
     sources = [{'name': n, 'path': i['path'], 'rate': r, 'data_hash': i['data_hash']}
                for n, i, r in zip(source_names(mix), infos, mix.values())]
@@ -602,23 +602,22 @@ def build_model(self:TrainContextBuilder):
     # the strategy's additions (the reward model's head) come before any weights are loaded
     self.raw = self.strategy.setup_model(self.model if self.model is not None else Transformer(mcfg)).to(self.device)
     if c.param_path is not None and (self.resume_path is None or c.lora_rank): load_initial_weights(self.raw, c.param_path)
-    if self.resume_path is not None:
-        saved = check_checkpoint(self.resume_path, hashes=False).get('lora')
-        if bool(saved) != bool(c.lora_rank):
-            raise ValueError(f"cannot resume from {self.resume_path}: it was written by a run "
-                             + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
-                                if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
-                                f"a LoRA run from its weights with --param_path {self.resume_path}"))
-    if c.lora_rank: self.add_adapters()
+    saved = None if self.resume_path is None else check_checkpoint(self.resume_path, hashes=False).get('lora')
+    if self.resume_path is not None and bool(saved) != bool(c.lora_rank):
+        raise ValueError(f"cannot resume from {self.resume_path}: it was written by a run "
+                         + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
+                            if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
+                            f"a LoRA run from its weights with --param_path {self.resume_path}"))
+    if c.lora_rank: self.add_adapters(saved)
 
 @patch
-def add_adapters(self:TrainContextBuilder):
+def add_adapters(self:TrainContextBuilder,
+                 saved:dict|None=None):   # the `lora` record of the checkpoint this run resumes
     "Record where the base weights come from and their hash (a resume checks it), freeze them, and add the LoRA layers (`35_lora`)."
     from astrai_nb.lora import apply_lora, base_source, check_base, trainable_counts   # lazy: 35_lora comes after this notebook
     c = self.config
     base = {**base_source(c), 'sha256': weights_sha256(self.raw)}
-    if self.resume_path is not None: check_base(self.raw, check_checkpoint(self.resume_path, hashes=False)['lora']['base'],
-                                                f"cannot resume from {self.resume_path}")
+    if saved is not None: check_base(self.raw, saved['base'], f"cannot resume from {self.resume_path}")
     apply_lora(self.raw, c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets)
     self.raw.lora['base'] = base
     if hasattr(self.raw, 'reward_head'): self.raw.reward_head.requires_grad_(True)    # rm: the new head trains beside the adapters
