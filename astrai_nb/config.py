@@ -219,6 +219,8 @@ class TrainConfig(Config):
     kl_estimator: str = 'exact'
     stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
     stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
+    # KL: stage 2's own mixture, DIR=RATE ... (a {dir: rate} object in --config JSON); None: stage 2 goes on with stage 1's data
+    stage2_data_mix: list[str] | None = None
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     # instead of data_root_path: several prepared directories and their sampling rates, DIR=RATE ... (a {dir: rate} object in --config JSON)
     data_mix: list[str] | None = None
@@ -370,6 +372,14 @@ def validate(self:TrainConfig):
         if self.data_root_path is not None:
             raise ValueError(f"{T}.data_mix and {T}.data_root_path are both given: pass data_root_path for one prepared "
                              "directory or data_mix for several with their rates, not both")
+    if self.stage2_data_mix is not None:
+        if self.train_type != 'kl':
+            raise ValueError(f"{T}.stage2_data_mix is only used by train_type 'kl' (the two-stage trainer), not {self.train_type!r}: drop it")
+        from astrai_nb.sampler import parse_data_mix     # the mixture's own checks (`03_sampler`)
+        parse_data_mix(self.stage2_data_mix, f"{T}.stage2_data_mix")
+        if self.max_steps is None and self.max_tokens is None:
+            raise ValueError(f"{T}.stage2_data_mix: the stages of this run read different data, so epochs do not measure it; "
+                             "set its length with --max_steps N or --max_tokens N")
     for name, lo in (('eval_interval', 0), ('eval_samples', 0), ('eval_max_new_tokens', 1)):
         if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
     if self.eval_task is not None and self.parallel_mode == 'fsdp':

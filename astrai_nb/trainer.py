@@ -106,6 +106,8 @@ class TrainContext:
     resumed_from: Path | None = None   # the checkpoint this run resumed from
     reference: nn.Module | None = None # the strategy's frozen reference model, if it needs one (not wrapped, not trained)
     reference_info: dict | None = None # where the reference came from and its weights' SHA-256, saved with every checkpoint
+    stage2_data: SimpleNamespace | None = None  # kl's `stage2_data_mix`: stage 2's loader, sampler and steps_per_epoch
+    data_stage: int = 1                # whose data the loader reads: 1, or 2 from kl's stage boundary on (with `stage2_data`)
 
     def autocast(self):
         "The precision context of the forward pass."
@@ -162,12 +164,15 @@ class Trainer:
             while not ctx.finished:
                 ctx.sampler.set_epoch(ctx.epoch)
                 self._run('on_epoch_begin')
-                batches = iter(ctx.train_loader)
-                while not ctx.finished:
+                loader = ctx.train_loader
+                batches = iter(loader)
+                while not ctx.finished and ctx.train_loader is loader:
                     group = list(islice(batches, k))
                     if len(group) < k: break                       # the epoch is used up
                     if self.round(group): return True              # every rank saw the SIGTERM in the same step
-                else: break                                        # total_steps reached inside the epoch
+                else:
+                    if ctx.finished: break                         # total_steps reached inside the epoch
+                    continue                                       # kl's stage boundary switched the data: its first epoch
                 self._run('on_epoch_end')
                 ctx.epoch, ctx.consumed = ctx.epoch + 1, 0
         except CancelTrain: pass
@@ -317,7 +322,7 @@ class TrainContextBuilder:
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
         if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
-        if isinstance(getattr(self, 'sampler', None), MixtureSampler): cbs.append(SourceTokens())
+        if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
             cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -366,28 +371,37 @@ def data_info(data_root_path) -> dict:
     return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
             'tokenizer_hash': meta['tokenizer_hash'], 'data_hash': meta.get('data_hash')}
 
-def mixture_info(data_mix) -> dict:
+def _same_kind(flag:str, p, info:dict, p0, first:dict):
+    "Refuse directory `p` (`info`) unless it holds the kind of data of `p0` (`first`), prepared with the same tokenizer."
+    if info['kind'] != first['kind']:
+        raise ValueError(f"{flag}: {p} holds {info['kind']} data but {p0} holds {first['kind']} data: "
+                         "the sources of a run must be of one kind")
+    if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
+        raise ValueError(f"{flag}: {p} and {p0} were prepared with different tokenizers (hash "
+                         f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
+                         f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {p0}/tokenizer.json "
+                         "so that every source shares one")
+
+def mixture_info(data_mix, flag:str='--data_mix') -> dict:
     "What identifies a mixture: `data_info` of its first source (whose tokenizer every source must share), a `data_hash` of every source's data and rate, and the `sources`."
     mix = parse_data_mix(data_mix)
     (p0, *rest), infos = list(mix), [data_info(p) for p in mix]
     first = infos[0]
-    for p, info in zip(rest, infos[1:]):
-        if info['kind'] != first['kind']:
-            raise ValueError(f"--data_mix: {p} holds {info['kind']} data but {p0} holds {first['kind']} data: "
-                             "the sources of a mixture must be of one kind")
-        if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
-            raise ValueError(f"--data_mix: {p} and {p0} were prepared with different tokenizers (hash "
-                             f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
-                             f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {p0}/tokenizer.json "
-                             "so that every source shares one")
+    for p, info in zip(rest, infos[1:]): _same_kind(flag, p, info, p0, first)
     sources = [{'name': n, 'path': i['path'], 'rate': r, 'data_hash': i['data_hash']}
                for n, i, r in zip(source_names(mix), infos, mix.values())]
     ident = json.dumps([[s['data_hash'], s['rate']] for s in sources])
     return {**first, 'data_hash': hashlib.sha256(ident.encode()).hexdigest(), 'sources': sources}
 
 def run_data_info(config:TrainConfig) -> dict:
-    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`."
-    return mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
+    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`; kl's `stage2_data_mix` in `stage2` and in the `data_hash`."
+    info = mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
+    if config.stage2_data_mix is None: return info
+    stage2 = mixture_info(config.stage2_data_mix, '--stage2_data_mix')
+    p0 = config.data_root_path if config.data_mix is None else next(iter(parse_data_mix(config.data_mix)))
+    _same_kind('--stage2_data_mix', next(iter(parse_data_mix(config.stage2_data_mix))), stage2, p0, info)
+    both = json.dumps([info['data_hash'], stage2['data_hash']])
+    return {**info, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
 
 def _load_one(root, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
     from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
@@ -403,7 +417,10 @@ def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset
     if config.data_mix is None:
         _need_data(config.data_root_path)
         return _load_one(config.data_root_path, kind, window_size)
-    parts = [_load_one(p, kind, window_size) for p in parse_data_mix(config.data_mix)]
+    return _load_mix(config.data_mix, kind, window_size)
+
+def _load_mix(data_mix, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
+    parts = [_load_one(p, kind, window_size) for p in parse_data_mix(data_mix)]
     vals = [v for _, v, _ in parts if v is not None and len(v)]
     return (torch.utils.data.ConcatDataset([t for t, _, _ in parts]),
             torch.utils.data.ConcatDataset(vals) if vals else None, parts[0][2])
@@ -730,29 +747,50 @@ class ReferenceSync(Callback):
         ctx.sync_reference()
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
+def _stage2_seed(seed:int) -> int:
+    "The seed of stage 2's sampler: its own stream, so that a source of both stages is not read again in stage 1's order."
+    return int.from_bytes(hashlib.sha256(f"stage2:{seed}".encode()).digest()[:4], 'little')
+
 @patch
-def build_data(self:TrainContextBuilder):
-    "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run."
-    c, W, B, k = self.config, self.world_size, self.config.batch_per_device, self.config.grad_accum_steps
-    train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
-    if c.data_mix is not None and isinstance(train_ds, torch.utils.data.ConcatDataset):   # a mixture: one sampler draws every source
-        mix = parse_data_mix(c.data_mix)
-        self.sampler = MixtureSampler(train_ds.datasets, list(mix.values()), W, self.rank, seed=c.random_seed,
-                                      names=source_names(mix))
-    else: self.sampler = ResumableDistributedSampler(train_ds, W, self.rank, shuffle=True, seed=c.random_seed)
-    self.steps_per_epoch = (-(-len(train_ds) // W) // B) // k * self.strategy.iterations   # GRPO: steps per round of rollouts
-    if self.steps_per_epoch == 0:
-        raise ValueError(f"the training data has {len(train_ds)} sequences of {self.window} tokens, "
-                         "fewer than one optimizer "
+def _sampler(self:TrainContextBuilder, ds:Dataset, data_mix, seed:int) -> ResumableDistributedSampler:
+    "A `MixtureSampler` over the sources of `data_mix` (concatenated in `ds`), or the plain resumable sampler of one directory."
+    if data_mix is not None and isinstance(ds, torch.utils.data.ConcatDataset):   # a mixture: one sampler draws every source
+        mix = parse_data_mix(data_mix)
+        return MixtureSampler(ds.datasets, list(mix.values()), self.world_size, self.rank, seed=seed, names=source_names(mix))
+    return ResumableDistributedSampler(ds, self.world_size, self.rank, shuffle=True, seed=seed)
+
+@patch
+def _epoch_steps(self:TrainContextBuilder, ds:Dataset, what:str='the training data') -> int:
+    "Optimizer steps in an epoch of `ds`; a `ValueError` when not even one fits."
+    W, B, k = self.world_size, self.config.batch_per_device, self.config.grad_accum_steps
+    n = (-(-len(ds) // W) // B) // k * self.strategy.iterations   # GRPO: steps per round of rollouts
+    if n == 0:
+        raise ValueError(f"{what} has {len(ds)} sequences of {self.window} tokens, fewer than one optimizer "
                          f"step needs ({W} ranks x batch_per_device {B} x grad_accum_steps {k}): use more data, "
                          "a shorter window or smaller batches")
+    return n
+
+@patch
+def build_data(self:TrainContextBuilder):
+    "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run; kl's stage-2 loader when it has its own mixture."
+    c = self.config
+    train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
+    self.sampler = self._sampler(train_ds, c.data_mix, c.random_seed)
+    self.steps_per_epoch = self._epoch_steps(train_ds)
     self.total_steps = self.budget_steps or c.max_steps or c.n_epoch * self.steps_per_epoch
-    kw = dict(batch_size=B, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda', collate_fn=collate,
+    kw = dict(batch_size=c.batch_per_device, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda', collate_fn=collate,
               generator=torch.Generator().manual_seed(c.random_seed))
     self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=True, **kw)
     self.val_loader = (None if val_ds is None or len(val_ds) == 0 else
                        # rank r: windows r, r+W, ...
-                       DataLoader(val_ds, sampler=range(self.rank, len(val_ds), W), **kw))
+                       DataLoader(val_ds, sampler=range(self.rank, len(val_ds), self.world_size), **kw))
+    self.stage2_data = None
+    if c.stage2_data_mix is not None:      # validation stays on stage 1's held-out data: one measure across the boundary
+        ds2, _, _ = _load_mix(c.stage2_data_mix, self.strategy.data_kind, self.window)
+        sampler = self._sampler(ds2, c.stage2_data_mix, _stage2_seed(c.random_seed))
+        self.stage2_data = SimpleNamespace(sampler=sampler, loader=DataLoader(ds2, sampler=sampler, drop_last=True, **kw),
+                                           steps_per_epoch=self._epoch_steps(ds2, "stage 2's data (--stage2_data_mix)"))
+
 
 # %% ../nbs/34_trainer.ipynb #66ef1c6b
 @patch
@@ -781,12 +819,13 @@ def assemble(self:TrainContextBuilder) -> TrainContext:
                         window_size=self.window, steps_per_epoch=self.steps_per_epoch, total_steps=self.total_steps,
                         ckpt_dir=Path(c.ckpt_dir), world_size=self.world_size, rank=self.rank, executor=self.executor,
                         data_info=self.data, resume_request=self.resume, reference=self.reference,
-                        reference_info=self.reference_info)
+                        reference_info=self.reference_info, stage2_data=self.stage2_data)
 
 # %% ../nbs/34_trainer.ipynb #5ddfa6fb
 def trainer_state(ctx:TrainContext) -> dict:
     "Everything besides model, optimizer and scheduler that a resumed run needs."
     return {'epoch': ctx.epoch, 'iteration': ctx.iteration, 'consumed': ctx.consumed, 'tokens_seen': ctx.tokens_seen,
+            'data_stage': ctx.data_stage,      # whose sampler the position is of (kl's stage 2 with its own mixture: 2)
             'sampler': {'epoch': ctx.epoch, 'consumed': ctx.consumed, 'seed': ctx.sampler.seed,
                         # a mixture: the samples each source gave in this epoch, checked when it is restored
                         **({'sources': ctx.sampler.source_counts(ctx.epoch, 0, ctx.consumed)} if isinstance(ctx.sampler, MixtureSampler) else {})},
@@ -872,6 +911,7 @@ def load_checkpoint(self:TrainContext, path):
         print("resume: this run's settings decide the schedule and the optimizer: "
               + ', '.join(f"{k} {a} -> {b}" for k, (a, b) in sorted(changed.items())), flush=True)
     st = ck.extra['trainer_state']
+    if st.get('data_stage', 1) == 2: self.start_stage2_data()     # before the position: it is stage 2's sampler's
     self.epoch, self.iteration, self.consumed, self.tokens_seen = st['epoch'], st['iteration'], st['consumed'], st['tokens_seen']
     self.sampler.load_state_dict(st['sampler'])
     if self.scaler is not None and st['scaler'] is not None: self.scaler.load_state_dict(st['scaler'])
@@ -1020,29 +1060,50 @@ class StageBoundary(Callback):
         if ctx.strategy.stage == 1 and self.complete(ctx): self.take(ctx)
 
     def take(self, ctx):
-        "The snapshot: the policy's weights now, frozen in `ctx.reference`; the strategy trains against it from the next step."
+        "The snapshot: the policy's weights now, frozen in `ctx.reference`; the strategy trains against it (and on stage 2's data) from the next step."
         ctx.sync_reference(stage=2)
         ctx.strategy.stage = 2
+        if ctx.stage2_data is not None: ctx.start_stage2_data()
         if ctx.rank == 0:
             print(f"kl: stage 1 ends at step {ctx.iteration} ({ctx.tokens_seen:,} tokens); from step {ctx.iteration + 1} the loss "
                   f"adds {ctx.config.kl_beta} x KL(policy || the snapshot of these weights)", flush=True)
+            if ctx.stage2_data is not None:
+                s = ctx.sampler
+                print("kl: stage 2 reads --stage2_data_mix " + ', '.join(f"{n} {r:.0%}" for n, r in zip(s.names, s.rates)), flush=True)
+
+@patch
+def start_stage2_data(self:TrainContext):
+    "Read stage 2's own data from now on: its loader and sampler, from the first sample of its first epoch."
+    d = self.stage2_data
+    self.train_loader, self.sampler, self.steps_per_epoch = d.loader, d.sampler, d.steps_per_epoch
+    self.epoch, self.consumed, self.data_stage = 0, 0, 2
 
 
 # %% ../nbs/34_trainer.ipynb #3cf4f229
 class SourceTokens(Callback):
-    "Count each mixture source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
-    order = 25                                         # before the MetricLogger
+    "Count each source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
+    order = 4                                          # before the MetricLogger, and before kl's stage boundary switches the data
     def __init__(self): self.tokens, self.pos = {}, 0
 
     def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
     def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
 
-    def on_train_begin(self, ctx): self.tokens = {n: self.tokens.get(n, 0) for n in ctx.sampler.names}
+    @staticmethod
+    def directory(ctx) -> str|None:
+        "The name of the one directory stage 1 reads, when it is not a mixture (kl with `stage2_data_mix`)."
+        return Path(ctx.data_info['path']).name if ctx.data_info is not None and 'sources' not in ctx.data_info else None
+
+    def on_train_begin(self, ctx):
+        samplers = [ctx.sampler] + ([ctx.stage2_data.sampler] if ctx.stage2_data is not None else [])
+        names = [self.directory(ctx)] + [n for s in samplers for n in getattr(s, 'names', [])]   # every stage's sources
+        self.tokens = {n: self.tokens.get(n, 0) for n in names if n is not None}
     def on_epoch_begin(self, ctx): self.pos = ctx.consumed
 
     def on_step_end(self, ctx):
-        counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed)     # the samples of this step, every rank
-        self.pos, n = ctx.consumed, max(sum(counts.values()), 1)
-        for name, k in counts.items():
-            self.tokens[name] += round(ctx.step_tokens * k / n)
-            ctx.metrics[f'tokens_{name}'] = self.tokens[name]
+        if isinstance(ctx.sampler, MixtureSampler):
+            counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed)     # the samples of this step, every rank
+            self.pos, n = ctx.consumed, max(sum(counts.values()), 1)
+            for name, k in counts.items(): self.tokens[name] += round(ctx.step_tokens * k / n)
+        elif self.directory(ctx) is not None: self.tokens[self.directory(ctx)] += ctx.step_tokens
+        ctx.metrics.update({f'tokens_{name}': v for name, v in self.tokens.items()})
+
