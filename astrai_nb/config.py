@@ -389,3 +389,11 @@ def validate(self:TrainConfig):
     if self.loss_chunk_size < 0:
         raise ValueError(f"{T}.loss_chunk_size must be >= 0 (0: the whole logits at once), got {self.loss_chunk_size}")
     return self
+
+@patch(as_prop=True)
+def data_dir(self:TrainConfig) -> str|None:
+    "The directory holding the tokenizer of the run's data: `data_root_path`, or the first source of `data_mix` (all share one)."
+    if self.data_mix is None: return self.data_root_path
+    from astrai_nb.sampler import parse_data_mix     # `03_sampler`
+    return next(iter(parse_data_mix(self.data_mix)))
+

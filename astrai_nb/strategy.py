@@ -219,7 +219,7 @@ class GRPOStrategy(Strategy):
         if 'prompt_ids' not in batch:
             raise ValueError("train_type 'grpo' needs batches of prompts with answers: prepare the data with --kind grpo")
         c = self.config
-        if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_root_path)
+        if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_dir)    # one directory, or a mixture's first source
         if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward, self.tokenizer)   # a reward model must share it
         raw = _inner(model)                                      # under DDP the wrapped module: sampling syncs nothing
         prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]

@@ -398,8 +398,7 @@ def run_data_info(config:TrainConfig) -> dict:
     info = mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
     if config.stage2_data_mix is None: return info
     stage2 = mixture_info(config.stage2_data_mix, '--stage2_data_mix')
-    p0 = config.data_root_path if config.data_mix is None else next(iter(parse_data_mix(config.data_mix)))
-    _same_kind('--stage2_data_mix', next(iter(parse_data_mix(config.stage2_data_mix))), stage2, p0, info)
+    _same_kind('--stage2_data_mix', next(iter(parse_data_mix(config.stage2_data_mix))), stage2, config.data_dir, info)
     both = json.dumps([info['data_hash'], stage2['data_hash']])
     return {**info, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
 
@@ -1083,7 +1082,7 @@ def start_stage2_data(self:TrainContext):
 class SourceTokens(Callback):
     "Count each source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
     order = 4                                          # before the MetricLogger, and before kl's stage boundary switches the data
-    def __init__(self): self.tokens, self.pos = {}, 0
+    def __init__(self): self.tokens, self.pos, self.last = {}, 0, {}
 
     def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
     def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
@@ -1101,8 +1100,9 @@ class SourceTokens(Callback):
 
     def on_step_end(self, ctx):
         if isinstance(ctx.sampler, MixtureSampler):
-            counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed)     # the samples of this step, every rank
-            self.pos, n = ctx.consumed, max(sum(counts.values()), 1)
+            # the samples of this step, every rank; GRPO's later updates of a round train on the first one's samples again
+            counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed) if ctx.consumed != self.pos else self.last
+            self.pos, self.last, n = ctx.consumed, counts, max(sum(counts.values()), 1)
             for name, k in counts.items(): self.tokens[name] += round(ctx.step_tokens * k / n)
         elif self.directory(ctx) is not None: self.tokens[self.directory(ctx)] += ctx.step_tokens
         ctx.metrics.update({f'tokens_{name}': v for name, v in self.tokens.items()})
