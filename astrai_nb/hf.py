@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
-from .strategy import REWARD_HEAD
+from .strategy import check_language_model
 from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, list_checkpoints
 
 # %% auto #0
@@ -402,10 +402,7 @@ def _load_checkpoint(path:Path, dtype, device, tokenizer) -> tuple[Transformer, 
     tok = _load_tokenizer(Path(tokenizer or path), data.get('tokenizer_hash') if isinstance(data, dict) else None)
     _check_vocab(tok, cfg, tokenizer or path)
     sd = load_checkpoint_weights(path)
-    if REWARD_HEAD in sd:                                                # written by --train_type rm (23_strategy)
-        raise CheckpointError(f"checkpoint {path} holds a reward model (its weights include {REWARD_HEAD}): it scores answers, it "
-                              "does not generate, and Hugging Face's causal-LM layouts have no place for its head; use it as a GRPO "
-                              f"reward with --grpo_reward rm:{path}, or load, generate from and export the language model it was trained from")
+    check_language_model(path, sd, CheckpointError)     # not one written by --train_type rm (23_strategy)
     return _build_model(cfg, sd, dtype, device, f"checkpoint {path}: {WEIGHTS}"), tok, meta
 
 def load_pretrained(path:str|Path,                            # a checkpoint step directory, or a Hugging Face Llama directory

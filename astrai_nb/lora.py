@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from .config import ModelConfig, TrainConfig
 from .model import Transformer
 from .checkpoint import META, Checkpoint, check_checkpoint
-from .strategy import REWARD_HEAD, add_reward_head
+from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
 from .trainer import weights_sha256, load_initial_weights, training_memory
 
@@ -261,9 +261,7 @@ def checkpoint_state_dict(path) -> dict[str, Tensor]:
 
 def _tokenizer(path, ck:Checkpoint, tokenizer=None) -> TextTokenizer:
     "The tokenizer of a language-model checkpoint (or the one in `tokenizer`), checked against the hash the trainer recorded."
-    if REWARD_HEAD in ck.state_dict:
-        raise ValueError(f"{path} is a reward model (its adapters come with {REWARD_HEAD}): it scores answers, it does not "
-                         "generate them, and a Hugging Face LlamaForCausalLM has no place for its head")
+    check_language_model(path, ck.state_dict)          # its adapters may come with a reward model's head
     tok = TextTokenizer.load(tokenizer or path)
     want = (ck.meta.get('data') or {}).get('tokenizer_hash')
     if want and tok.hash != want:

@@ -16,8 +16,8 @@ from .mask import document_mask
 
 # %% auto #0
 __all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll', 'Strategy', 'SEQStrategy', 'SFTStrategy',
-           'pair_rows', 'pair_metrics', 'DPOStrategy', 'add_reward_head', 'last_positions', 'sequence_rewards',
-           'RMStrategy', 'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
+           'pair_rows', 'pair_metrics', 'DPOStrategy', 'check_language_model', 'add_reward_head', 'last_positions',
+           'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def target_mask(batch:dict) -> Tensor:   # (B, T) bool
@@ -144,6 +144,13 @@ class DPOStrategy(Strategy):
 
 # %% ../nbs/23_strategy.ipynb #8c5b0e60
 REWARD_HEAD = 'reward_head.weight'       # the reward model's one extra tensor, beside the language model's
+
+def check_language_model(path, keys, error:type=ValueError):
+    "Refuse the weights of `path` when their names `keys` include a reward model's head: it scores answers and is no language model."
+    if REWARD_HEAD in keys:
+        raise error(f"{path} holds a reward model (its weights include {REWARD_HEAD}), not a language model: it scores answers, "
+                    "it does not generate, a run cannot start from it and Hugging Face's causal-LM layouts have no place for its "
+                    f"head; use it as a GRPO reward with --grpo_reward rm:{path}, or use the language model it was trained from")
 
 def add_reward_head(model:nn.Module) -> nn.Module:
     "Give `model` a scalar head `reward_head` (dim -> 1, no bias, zero) unless it has one; freeze an untied output projection."

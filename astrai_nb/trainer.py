@@ -20,7 +20,7 @@ from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler, parse_data_mix, source_names
-from .strategy import Strategy, StrategyFactory, REWARD_HEAD
+from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, dist_env, threads_per_rank
 from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
                                   list_checkpoints)
@@ -436,9 +436,7 @@ def load_initial_weights(model:Transformer, path):
     else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging "
                                   "Face model directory")
     have, want = set(sd), set(model.state_dict())
-    if REWARD_HEAD in have - want:
-        raise ValueError(f"{path} holds a reward model (its weights include {REWARD_HEAD}), not a language model: start from "
-                         f"the checkpoint it was trained from, or use it as a GRPO reward with --grpo_reward rm:{path}")
+    check_language_model(path, have - want)              # a reward model's weights start only another reward model
     # a reward model started from a language model: the head keeps its initialisation (zero)
     model.load_state_dict(sd, strict=not (want - have == {REWARD_HEAD} and have <= want))
 
