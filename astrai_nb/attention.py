@@ -118,10 +118,11 @@ class Attention(nn.Module):
         "Queries, keys and values of `x` (one stacked projection under autograd), queries and keys rotated by RoPE."
         B, T, _ = x.shape
         H, KV, hd = self.n_heads, self.n_kv_heads, self.head_dim
-        if torch.is_grad_enabled() and all(isinstance(m, nn.Linear) for m in (self.wq, self.wk, self.wv)):   # training: one multiply by the stacked weights
+        # training: one multiply by the stacked weights, while they are plain layers (adapted ones, 35_lora's, are called)
+        if torch.is_grad_enabled() and all(isinstance(m, nn.Linear) for m in (self.wq, self.wk, self.wv)):
             bias = None if self.wq.bias is None else torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
             qkv = F.linear(x, torch.cat((self.wq.weight, self.wk.weight, self.wv.weight)), bias)  # (B, T, (H+2KV)·hd)
-        else:   # inference: read each weight once, no copy (decoding is memory-bound); layers of another kind (LoRA's) are called
+        else:                         # inference: read each weight once, no copy (decoding is memory-bound)
             qkv = torch.cat((self.wq(x), self.wk(x), self.wv(x)), dim=-1)            # (B, T, (H+2KV)·hd)
         qkv = qkv.view(B, T, H + 2 * KV, hd)                                          # (B, T, H+2KV, hd)
         qk = qkv[:, :, :H + KV]                                                       # (B, T, H+KV, hd)

@@ -1080,19 +1080,16 @@ def start_stage2_data(self:TrainContext):
 class SourceTokens(Callback):
     "Count each source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
     order = 4                                          # before the MetricLogger, and before kl's stage boundary switches the data
-    def __init__(self): self.tokens, self.pos, self.last = {}, 0, {}
+    def __init__(self): self.tokens, self.pos, self.last, self.dir = {}, 0, {}, None
 
     def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
     def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
 
-    @staticmethod
-    def directory(ctx) -> str|None:
-        "The name of the one directory stage 1 reads, when it is not a mixture (kl with `stage2_data_mix`)."
-        return Path(ctx.data_info['path']).name if ctx.data_info is not None and 'sources' not in ctx.data_info else None
-
     def on_train_begin(self, ctx):
+        # the one directory stage 1 reads when it is not a mixture (kl with `stage2_data_mix`): a source of its own
+        self.dir = Path(ctx.data_info['path']).name if ctx.data_info is not None and 'sources' not in ctx.data_info else None
         samplers = [ctx.sampler] + ([ctx.stage2_data.sampler] if ctx.stage2_data is not None else [])
-        names = [self.directory(ctx)] + [n for s in samplers for n in getattr(s, 'names', [])]   # every stage's sources
+        names = [self.dir] + [n for s in samplers for n in getattr(s, 'names', [])]   # every stage's sources
         self.tokens = {n: self.tokens.get(n, 0) for n in names if n is not None}
     def on_epoch_begin(self, ctx): self.pos = ctx.consumed
 
@@ -1102,6 +1099,6 @@ class SourceTokens(Callback):
             counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed) if ctx.consumed != self.pos else self.last
             self.pos, self.last, n = ctx.consumed, counts, max(sum(counts.values()), 1)
             for name, k in counts.items(): self.tokens[name] += round(ctx.step_tokens * k / n)
-        elif self.directory(ctx) is not None: self.tokens[self.directory(ctx)] += ctx.step_tokens
+        elif self.dir is not None: self.tokens[self.dir] += ctx.step_tokens
         ctx.metrics.update({f'tokens_{name}': v for name, v in self.tokens.items()})
 
