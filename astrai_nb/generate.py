@@ -632,6 +632,7 @@ class GenerateConfig(Config):
     "The settings of `astrai_nb_generate`."
     param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
     prompt: str|None = None            # the text to continue (None: chat in the terminal)
+    echo: bool = True                  # print the prompt before its continuation, so that the text reads whole
     system: str|None = None            # chat: a system message that opens the conversation
     max_new_tokens: int = 256          # tokens to generate at most (cut to the room the context leaves)
     temperature: float = DEFAULT_TEMPERATURE # logits are divided by it; 0: greedy
