@@ -58,6 +58,7 @@ def _unicode(s):
 
 Text = Annotated[str, BeforeValidator(_unicode)]   # a string that is valid Unicode
 
+# %% ../nbs/42_server.ipynb #33b0ddfe
 # OpenAI parameters for what this server does not do, each with the values that ask for nothing: those (and null) are accepted and
 # ignored, since clients send them explicitly; any other value is refused, naming the parameter
 OFF = {'logprobs': (False,), 'top_logprobs': (0,), 'logit_bias': ({},), 'store': (False,), 'metadata': ({},),
@@ -78,6 +79,7 @@ class _Body(BaseModel):
         allowed = ' or '.join(['null', *(json.dumps(o) for o in offs)])
         raise ValueError(f"this server does not support {info.field_name}: leave it out, or send {allowed}")
 
+# %% ../nbs/42_server.ipynb #b7bb1447
 class ChatMessage(_Body):
     "One message of a conversation."
     role: Literal['system', 'developer', 'user', 'assistant']   # 'developer' is OpenAI's new name for 'system'
@@ -426,7 +428,7 @@ class BodyLimit:
             return got.pop(0) if got else await receive()
         await self.app(scope, replay, send)
 
-# %% ../nbs/42_server.ipynb #c3d47bb5
+# %% ../nbs/42_server.ipynb #924e751c
 def _bytes_per_token(tok) -> int|None:
     "The most bytes of text a token of `tok` stands for, if it is byte-level with no normalizer (else None: no bound from the length)."
     b = tok.backend
@@ -444,6 +446,7 @@ def _off_loop(fn, *args, size:int=0):
         return out
     return asyncio.to_thread(work)
 
+# %% ../nbs/42_server.ipynb #c3d47bb5
 def make_app(generator:Generator,                  # the engine, with a tokenizer; make_app steps it in a thread of its own
              model_name:str='astrai_nb',            # the model's id in /v1/models and in answers
              api_key:str|None=None,                 # if set, /v1 requests need `Authorization: Bearer <api_key>`
