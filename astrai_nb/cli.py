@@ -244,28 +244,36 @@ def _need_param_path(c):
     if c.param_path is None:
         raise ValueError("--param_path is needed: a checkpoint step directory (CKPT_DIR/step_N) or a Hugging Face model directory")
 
-def _load_model(c) -> tuple:
-    "The model and tokenizer at `c.param_path` (a script's settings: param_path, dtype, device, tokenizer), and the device."
-    from astrai_nb.hf import load_pretrained                            # lazy: 41_hf (see 90_layout)
+def _load_model(c,                        # a script's settings: param_path, dtype, device, tokenizer
+                max_batch:int=1,          # the rows of the engine it will serve (for the memory check)
+                max_seq_len:int|None=None # their positions (None: the model's)
+               ) -> tuple:
+    "The model and tokenizer at `c.param_path`, and the device; `--device` and the memory needed checked first, each a one-line error."
+    from astrai_nb.generate import load_for_generation                  # lazy: only the scripts that decode need it
     _need_param_path(c)
-    device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    return (*load_pretrained(c.param_path, c.dtype, device, c.tokenizer), device)   # a LoRA checkpoint: base + adapters
+    return load_for_generation(c.param_path, c.dtype, c.device, c.tokenizer, max_batch, max_seq_len)   # a LoRA checkpoint: base + adapters
 
-def generate(**settings) -> str|None:
-    "Continue `--prompt` from the model at `--param_path`, printing the text as it comes; without a prompt, chat in the terminal."
-    from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl   # lazy: only this script decodes
+def generate(**settings) -> int|None:
+    "Continue `--prompt` from the model at `--param_path`, printing it and then the text as it comes; without a prompt, chat in the terminal."
+    from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl, chat_tuned   # lazy: only this script decodes
     c = config_from(GenerateConfig, settings)
     params = config_from(SamplingParams, dict(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_k=c.top_k,
                                               top_p=c.top_p, repetition_penalty=c.repetition_penalty, seed=c.seed))
-    model, tok, _ = _load_model(c)
-    g = Generator(model, tok, max_batch=1)
+    model, tok, _ = _load_model(c, 1, c.max_seq_len)
+    g = Generator(model, tok, max_batch=1, max_seq_len=c.max_seq_len)
+    if c.top_k > g.vocab_size:
+        raise ValueError(f"--top_k {c.top_k} is more than the model's vocabulary of {g.vocab_size} tokens: give 1 to {g.vocab_size}, or 0 (off)")
     if c.prompt is None:
         print(f"astrai_nb_generate: chat with {c.param_path}; Ctrl-D (or Ctrl-C) on an empty prompt ends it", file=sys.stderr)
+        if chat_tuned(c.param_path) is False:
+            print(f"astrai_nb_generate: note: {c.param_path} was only pretrained, not fine-tuned for chat: its replies will read as the "
+                  "rest of some text. Give --prompt to continue a text, or chat with a model trained with --train_type sft", file=sys.stderr)
         chat_repl(g, params, c.system)
         return None
     room = g.max_seq_len - len(tok.encode(c.prompt))                   # a prompt that leaves none is refused by `submit`
     params.max_new_tokens = max(1, min(c.max_new_tokens, room))
     pieces = g.stream(c.prompt, params)
+    if c.echo: print(c.prompt, end='', flush=True)                     # the continuation follows on: the text reads whole
     try:
         for piece in pieces: print(piece, end='', flush=True)
     except KeyboardInterrupt: pieces.close(); return 130               # the request is cancelled; what was printed stays

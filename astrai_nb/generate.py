@@ -4,11 +4,12 @@
 
 # %% ../nbs/40_generate.ipynb #3840bd7c
 from __future__ import annotations
-import math, statistics, sys, threading, time
+import json, math, os, statistics, sys, threading, time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -17,12 +18,14 @@ from fastcore.basics import patch
 from .config import Config, ModelConfig
 from .tokenizer import TextTokenizer
 from .attention import kv_cache_bytes
-from .model import Transformer
+from .model import Transformer, num_params
 
 # %% auto #0
-__all__ = ['MAX_NEW_TOKENS', 'PACK_ROWS', 'SamplingParams', 'apply_penalties', 'filter_sorted', 'filter_logits', 'sample_sorted',
-           'Detokenizer', 'Request', 'Event', 'column_major_weights', 'packed_linears', 'swapped_forwards', 'Generator',
-           'chat_repl', 'GenerateConfig', 'decode_speed', 'hf_generate_fn', 'torch_threads', 'quiet_rounds',
+__all__ = ['MAX_NEW_TOKENS', 'PACK_ROWS', 'DEFAULT_TEMPERATURE', 'SamplingParams', 'apply_penalties', 'filter_sorted',
+           'filter_logits', 'sample_sorted', 'Detokenizer', 'Request', 'Event', 'column_major_weights',
+           'packed_linears', 'swapped_forwards', 'engine_bytes', 'free_memory', 'check_fits', 'Generator', 'chat_repl',
+           'GenerateConfig', 'pick_device', 'model_config_at', 'inference_memory', 'check_inference_memory',
+           'load_for_generation', 'chat_tuned', 'decode_speed', 'hf_generate_fn', 'torch_threads', 'quiet_rounds',
            'decode_benchmark', 'format_decode_report', 'step_breakdown']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
@@ -70,7 +73,8 @@ def validate(self:SamplingParams):
         raise ValueError(f"SamplingParams.max_new_tokens must be between 1 and {MAX_NEW_TOKENS} "
                          f"(or None: until a stop or the context is full), got {self.max_new_tokens}")
     if self.temperature < 0: raise ValueError(f"SamplingParams.temperature must be >= 0 (0: greedy), got {self.temperature}")
-    if self.top_k < 0: raise ValueError(f"SamplingParams.top_k must be >= 0 (0: off), got {self.top_k}")
+    if not 0 <= self.top_k < 2**63:       # an int64 in the engine; `submit` bounds it by the vocabulary
+        raise ValueError(f"SamplingParams.top_k must be >= 0 (0: off) and at most the vocabulary size, got {self.top_k}")
     _in_range('top_p', self.top_p, 0, 1, lo_open=True, off=' (1: off)')
     _in_range('min_p', self.min_p, 0, 1, off=' (0: off)')
     _in_range('repetition_penalty', self.repetition_penalty, 0, math.inf, lo_open=True, off=' (1: off)')
@@ -164,13 +168,14 @@ class Request:
     output_ids: list[int] = field(default_factory=list)  # generated tokens (a stop token included)
     text: str = ''                           # text shown so far: no stop token, stop string or held-back text
     finished: bool = False                   # no more tokens will come
-    finish_reason: str|None = None           # 'stop' (stop token or string), 'length' (max_new_tokens, context), 'abort'
+    finish_reason: str|None = None           # 'stop' (stop token or string), 'length' (max_new_tokens, context), 'abort', 'error'
+    error: BaseException|None = None         # what failed, when finish_reason is 'error' (`step(isolate=True)`)
 
 @dataclass
 class Event:
     "What one `step` did for one request."
     request: Request          # the request
-    token_id: int|None        # the token generated (None when cancelled)
+    token_id: int|None        # the token generated (None when cancelled or failed)
     text: str                 # new text to show ('' while a character or a possible stop string is unfinished)
     finished: bool            # the request is done
     finish_reason: str|None   # as `Request.finish_reason`
@@ -213,6 +218,30 @@ def swapped_forwards(forwards:dict):
             else: m.forward = f
 
 # %% ../nbs/40_generate.ipynb #1c97f844
+def _gb(n:int) -> str: return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.1f} MB"
+
+def engine_bytes(cfg:ModelConfig,                  # the model
+                 max_batch:int,                    # rows
+                 max_seq_len:int,                  # positions per row
+                 dtype:torch.dtype=torch.float32   # the cache's dtype (the model's)
+                ) -> int:
+    "Memory a `Generator` allocates: the KV caches, and the penalties' state (a bool and a float per row and vocabulary entry)."
+    return kv_cache_bytes(cfg, max_batch, max_seq_len, dtype) + max_batch * cfg.vocab_size * 5
+
+def free_memory(device) -> int:
+    "Bytes free on `device` (`34_trainer`'s `available_memory`)."
+    from astrai_nb.trainer import available_memory     # 34_trainer's probe; only the memory checks need it
+    return available_memory(torch.device(device))
+
+def check_fits(need:int,                 # bytes about to be allocated
+               device:torch.device,      # where
+               what:str,                 # what needs them, e.g. 'max_batch=8 rows of max_seq_len=256 positions'
+               fix:str,                  # what to do instead
+               have:int|None=None):      # bytes free (None: `free_memory(device)`)
+    "A `ValueError` with the sizes and the fix when `need` bytes exceed the memory `device` has free."
+    have = free_memory(device) if have is None else have
+    if need > have: raise ValueError(f"{what} need {_gb(need)}, but {torch.device(device).type} has {_gb(have)} available: {fix}")
+
 class Generator:
     "Continuous-batching generation over the KV cache: requests join the batch at the next `step` and leave when done."
     def __init__(self, model:Transformer,               # the model (put in eval mode)
@@ -231,6 +260,9 @@ class Generator:
         if prefill_chunk < 1: raise ValueError(f"prefill_chunk must be >= 1, got {prefill_chunk}")
         self.model, self.tokenizer, self.max_batch, self.prefill_chunk = model.eval(), tokenizer, max_batch, prefill_chunk
         self.device, self.vocab_size = model.tok_embeddings.weight.device, cfg.vocab_size
+        check_fits(engine_bytes(cfg, max_batch, self.max_seq_len, model.tok_embeddings.weight.dtype), self.device,
+                   f"max_batch={max_batch} rows of max_seq_len={self.max_seq_len} positions (KV cache and penalty state)",
+                   "lower max_batch or max_seq_len")
         if column_major or (column_major is None and self.device.type == 'cpu'): column_major_weights(model)
         self.pack, self.packed, self._packed_at = pack or (pack is None and self.device.type == 'cpu'), {}, None
         with torch.inference_mode():
@@ -239,7 +271,7 @@ class Generator:
             self.counts = torch.zeros(max_batch, cfg.vocab_size, device=self.device)
         self.running: list[Request] = []          # row i of the caches holds running[i]
         self.waiting: deque[Request] = deque()    # submitted, not yet prefilled
-        self._work, self._next_id = threading.Condition(), 0
+        self._work, self._next_id, self._isolate = threading.Condition(), 0, False
 
     @property
     def busy(self) -> bool:
@@ -274,6 +306,8 @@ def submit(self:Generator,
     if params.max_new_tokens is not None and P + params.max_new_tokens > L:
         raise ValueError(f"the prompt's {P} tokens + max_new_tokens={params.max_new_tokens} exceed the context of {L} tokens "
                          f"(max_seq_len): use max_new_tokens <= {L - P}, or a shorter prompt")
+    if params.top_k > self.vocab_size:
+        raise ValueError(f"SamplingParams.top_k must be at most the vocabulary size, {self.vocab_size} (0: off), got {params.top_k}")
     if params.stop and self.tokenizer is None: raise ValueError("stop strings need a tokenizer: Generator(model, tokenizer)")
     stop_ids = params.stop_token_ids
     if stop_ids is None: stop_ids = [self.tokenizer.eos_id] if self.tokenizer is not None else []
@@ -312,8 +346,11 @@ def run(self:Generator,
 
 # %% ../nbs/40_generate.ipynb #e8446e41
 @patch
-def step(self:Generator) -> list[Event]:
+def step(self:Generator,
+         isolate:bool=False   # a request whose token cannot be made finishes with reason 'error' instead of the step raising
+        ) -> list[Event]:
     "One step: every running request gets one token, then waiting requests join the free rows and get their first."
+    self._isolate = isolate
     with torch.inference_mode():
         with self._work:
             gone = [r for r in self.running if r._cancelled]
@@ -344,8 +381,10 @@ def _decode(self:Generator) -> list[Event]:
     ids = torch.tensor([[r.output_ids[-1]] for r in self.running], device=self.device)       # (n, 1)
     pos = [r._pos for r in self.running]
     pos = pos[0] if len(set(pos)) == 1 else torch.tensor(pos)                                 # one int when all are in step
-    with swapped_forwards(self._packed_now(len(ids))):                                        # larger layers packed (CPU)
-        logits = self.model(ids, pos, self.caches)[:, -1]                                     # (n, V)
+    try:
+        with swapped_forwards(self._packed_now(len(ids))):                                    # larger layers packed (CPU)
+            logits = self.model(ids, pos, self.caches)[:, -1]                                 # (n, V)
+    except Exception as e: return self._fail(list(self.running), e)                           # one pass for all: none to blame
     for r in self.running: r._pos += 1                                                        # its token is cached now
     return self._emit(self.running, logits, 0)
 
@@ -353,8 +392,29 @@ def _decode(self:Generator) -> list[Event]:
 def _prefill(self:Generator) -> list[Event]:
     "Waiting requests into the free rows: their prompts through the model, padded at the end, in chunks; each one's first token."
     with self._work: new = [self.waiting.popleft() for _ in range(min(len(self.waiting), self.max_batch - len(self.running)))]
+    return self._join(new)
+
+@patch
+def _join(self:Generator, new:list[Request]) -> list[Event]:
+    "Prefill `new` into the rows after the running ones; if that fails (isolating), each alone, so that only a request at fault fails."
     a, k = len(self.running), len(new)
     self.running += new
+    try: logits = self._prefill_logits(new, a)
+    except Exception as e:
+        if k == 1 or not self._isolate: return self._fail(new, e)
+        del self.running[a:]                                                                  # each alone: a prefill writes only its rows
+        return [ev for r in new for ev in self._join([r])]
+    for i, r in enumerate(new):
+        r._pos = len(r.prompt_ids)
+        if r.params.penalized:                                                                # the prompt is "seen"
+            self.seen[a + i] = False; self.counts[a + i] = 0
+            self.seen[a + i, r.prompt_ids] = True
+    return self._emit(new, logits, a)
+
+@patch
+def _prefill_logits(self:Generator, new:list[Request], a:int) -> Tensor:
+    "The prompts of `new` through the model into rows a.., padded at the end, in chunks: the logits (k, V) at each one's last position."
+    k = len(new)
     lens = torch.tensor([len(r.prompt_ids) for r in new])
     ids = torch.zeros(k, int(lens.max()), dtype=torch.long)                                   # (k, P) padded at the end
     for i, r in enumerate(new): ids[i, :len(r.prompt_ids)] = torch.tensor(r.prompt_ids)
@@ -364,12 +424,7 @@ def _prefill(self:Generator) -> list[Event]:
         if logits is None: logits = out.new_empty(k, out.shape[-1])                           # (k, V)
         for i in ((lens - 1 >= c0) & (lens - 1 < c0 + out.shape[1])).nonzero()[:, 0].tolist():
             logits[i] = out[i, lens[i] - 1 - c0]                                              # its last prompt position
-    for i, r in enumerate(new):
-        r._pos = len(r.prompt_ids)
-        if r.params.penalized:                                                                # the prompt is "seen"
-            self.seen[a + i] = False; self.counts[a + i] = 0
-            self.seen[a + i, ids[i, :r._pos]] = True
-    return self._emit(new, logits, a)
+    return logits
 
 # %% ../nbs/40_generate.ipynb #f441a263
 @patch
@@ -393,13 +448,40 @@ def _pick(self:Generator, logits:Tensor, reqs:list[Request], a:int) -> list[int]
 @patch
 def _emit(self:Generator, reqs:list[Request], logits:Tensor, a:int) -> list[Event]:
     "Pick, record and report a token for each of `reqs` (rows a..); free the rows of those that finish."
-    toks = self._pick(logits, reqs, a)
+    try: toks = self._pick(logits, reqs, a)
+    except Exception:
+        if not self._isolate: raise
+        toks = self._pick_each(logits, reqs, a)                                               # whose settings fail? each alone
     if any(r.params.penalized for r in reqs):
-        t, rows = torch.tensor(toks, device=self.device)[:, None], slice(a, a + len(reqs))
+        ok = [t if isinstance(t, int) else 0 for t in toks]                                   # a failed row is freed below
+        t, rows = torch.tensor(ok, device=self.device)[:, None], slice(a, a + len(reqs))
         self.seen[rows].scatter_(1, t, True)
         self.counts[rows].scatter_add_(1, t, torch.ones(t.shape, device=self.device))
-    events = [self._record(r, tok) for r, tok in zip(reqs, toks)]
+    events = [self._record(r, t) if isinstance(t, int) else self._failed(r, t) for r, t in zip(reqs, toks)]
     self._release([r for r in reqs if r.finished])
+    return events
+
+@patch
+def _pick_each(self:Generator, logits:Tensor, reqs:list[Request], a:int) -> list[int|Exception]:
+    "`_pick` one row at a time: each request's token, or the exception its settings raise."
+    out = []
+    for i, r in enumerate(reqs):
+        try: out += self._pick(logits[i:i + 1], [r], a + i)
+        except Exception as e: out.append(e)
+    return out
+
+@patch
+def _failed(self:Generator, r:Request, exc:BaseException) -> Event:
+    "Finish `r` with reason 'error' (`exc` in `r.error`): its event."
+    r.finished, r.finish_reason, r.error = True, 'error', exc
+    return Event(r, None, '', True, 'error')
+
+@patch
+def _fail(self:Generator, reqs:list[Request], exc:BaseException) -> list[Event]:
+    "Finish `reqs`, all in the running rows, with reason 'error' and free their rows; outside `step(isolate=True)`, raise `exc`."
+    if not self._isolate: raise exc
+    events = [self._failed(r, exc) for r in reqs]
+    self._release(reqs)
     return events
 
 @patch
@@ -543,22 +625,107 @@ def chat_repl(generator:Generator,              # with a tokenizer
         messages.append({'role': 'assistant', 'content': ''.join(pieces)})
 
 # %% ../nbs/40_generate.ipynb #c91e8a21
+DEFAULT_TEMPERATURE = 0.8   # astrai_nb_generate's, the server's for a request without one, the chat page's
+
 @dataclass
 class GenerateConfig(Config):
     "The settings of `astrai_nb_generate`."
     param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
     prompt: str|None = None            # the text to continue (None: chat in the terminal)
+    echo: bool = True                  # print the prompt before its continuation, so that the text reads whole
     system: str|None = None            # chat: a system message that opens the conversation
     max_new_tokens: int = 256          # tokens to generate at most (cut to the room the context leaves)
-    temperature: float = 0.8           # logits are divided by it; 0: greedy
+    temperature: float = DEFAULT_TEMPERATURE # logits are divided by it; 0: greedy
     top_k: int = 0                     # sample among the k most likely tokens only (0: all)
     top_p: float = 0.95                # ... among the fewest most likely tokens whose probabilities sum to >= top_p
     repetition_penalty: float = 1.0    # > 1 makes tokens already in the prompt or output less likely
     seed: int|None = None              # the same seed and settings give the same text (None: a fresh draw)
+    max_seq_len: int|None = None       # positions of the context, prompt + output (None: the model's max_seq_len)
     dtype: str = 'float32'             # the weights' dtype
     device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
     tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
 GenerateConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
+
+# %% ../nbs/40_generate.ipynb #1871f2e9
+def pick_device(device:str|None    # what --device says (None: cuda if there is one, else cpu)
+               ) -> torch.device:
+    "The device `--device` names, checked: a `ValueError` naming the flag for a device this PyTorch or machine does not have."
+    if device is None: return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+    try: d = torch.device(device)
+    except (RuntimeError, ValueError): raise ValueError(f"--device {device}: not a device name; use cpu, cuda or cuda:N") from None
+    if d.type == 'cuda':
+        if not torch.backends.cuda.is_built():
+            raise ValueError(f"--device {device}: this PyTorch ({torch.__version__}) has no CUDA: use --device cpu, or install a CUDA build of PyTorch")
+        if (n := torch.cuda.device_count()) == 0:
+            raise ValueError(f"--device {device}: no CUDA GPU is visible here (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}): use --device cpu")
+        if d.index is not None and d.index >= n: raise ValueError(f"--device {device}: this machine has {n} GPU(s): cuda:0 to cuda:{n - 1}")
+    elif d.type != 'cpu' and not getattr(getattr(torch.backends, d.type, None), 'is_available', lambda: False)():
+        raise ValueError(f"--device {device}: not available here; use cpu or cuda")
+    return d
+
+# %% ../nbs/40_generate.ipynb #81cb08ff
+def model_config_at(path) -> ModelConfig|None:
+    "The model config of a checkpoint step directory or a Hugging Face directory, read without its weights (None if none reads)."
+    path = Path(path)
+    try:
+        if (path/'meta.json').exists(): return ModelConfig.load(path/'config.json')
+        from astrai_nb.hf import config_from_hf       # 41_hf comes after this notebook: only a Hugging Face directory needs it
+        return config_from_hf(json.loads((path/'config.json').read_text()))
+    except (OSError, ValueError, TypeError, KeyError): return None   # loading the model will say what is wrong
+
+def inference_memory(cfg:ModelConfig,              # the model
+                     max_batch:int,                # the engine's rows
+                     max_seq_len:int|None=None,    # its positions per row (None: the model's)
+                     dtype:torch.dtype=torch.float32 # the weights' dtype
+                    ) -> dict[str, int]:           # bytes of each part
+    "Memory a loaded model and its `Generator` take: the weights, the RoPE tables (fp32, the config's max_seq_len long), the engine."
+    return {'weights': num_params(cfg) * dtype.itemsize, 'RoPE tables': 2 * cfg.max_seq_len * cfg.head_dim * 4,
+            'KV cache and penalty state': engine_bytes(cfg, max_batch, max_seq_len or cfg.max_seq_len, dtype)}
+
+# %% ../nbs/40_generate.ipynb #7b63ebee
+def check_inference_memory(path,                        # a checkpoint step directory or a Hugging Face directory
+                           dtype:torch.dtype,           # the weights' dtype when loaded
+                           device:torch.device,         # where they go
+                           max_batch:int=1,             # the engine's rows (--max_batch)
+                           max_seq_len:int|None=None):  # its positions per row (--max_seq_len; None: the model's)
+    "Before loading: a `ValueError` with the sizes and the flag to change when the model at `path` and its engine cannot fit."
+    if (cfg := model_config_at(path)) is None: return
+    if max_seq_len is not None and max_seq_len > cfg.max_seq_len:
+        raise ValueError(f"--max_seq_len {max_seq_len} is more than the model's max_seq_len, {cfg.max_seq_len}: give at most that")
+    parts, have = inference_memory(cfg, max_batch, max_seq_len, dtype), free_memory(device)
+    if parts['weights'] + parts['RoPE tables'] <= have: fix = "lower --max_seq_len" + (" or --max_batch" if max_batch > 1 else '')
+    elif parts['RoPE tables'] > parts['weights']:          # no flag shortens them: the config is wrong
+        fix = f"its config.json says max_seq_len {cfg.max_seq_len:,}, and the tables are built that long when it loads: correct config.json"
+    else: fix = "use --dtype bfloat16 (half the bytes) or a machine with more memory"
+    sizes = ', '.join(f'{k} {_gb(v)}' for k, v in parts.items())
+    check_fits(sum(parts.values()), device, f"--param_path {path} ({sizes}) would", fix, have)
+
+def load_for_generation(path,                        # a checkpoint step directory or a Hugging Face directory
+                        dtype:str='float32',         # the weights' dtype
+                        device:str|None=None,        # --device (None: cuda if there is one)
+                        tokenizer=None,              # a directory holding tokenizer.json, for a model without one
+                        max_batch:int=1,             # the engine's rows, for the memory check
+                        max_seq_len:int|None=None    # its positions per row (None: the model's)
+                       ) -> tuple[Transformer, TextTokenizer, torch.device]:
+    "The model and tokenizer at `path` and the device, after checking the device and that they and their engine fit its memory."
+    from astrai_nb.hf import load_pretrained         # 41_hf comes after this notebook: only loading a saved model needs it
+    device, dt = pick_device(device), getattr(torch, str(dtype), None)
+    check_inference_memory(path, dt if isinstance(dt, torch.dtype) else torch.float32, device, max_batch, max_seq_len)
+    return (*load_pretrained(path, dtype, device, tokenizer), device)
+
+# %% ../nbs/40_generate.ipynb #04a2bdd2
+def chat_tuned(path,            # a checkpoint step directory or a Hugging Face directory
+               depth:int=8      # how many param_path links to follow back
+              ) -> bool|None:
+    "True if the model at `path` was fine-tuned on chat data, False if it was only pretrained, None if nothing says."
+    from astrai_nb.strategy import StrategyFactory   # 23_strategy: the kind of data each train type learns from
+    try: tc = json.loads((Path(path)/'train_config.json').read_text())
+    except (OSError, ValueError): return None
+    strategy = StrategyFactory.registry.get(tc.get('train_type')) if isinstance(tc, dict) else None
+    if strategy is None: return None
+    if strategy.data_kind != 'pretrain': return True
+    if (base := tc.get('param_path')) is None: return False
+    return chat_tuned(base, depth - 1) if depth > 0 else None
 
 # %% ../nbs/40_generate.ipynb #c1a8a034
 def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/42_server.ipynb #f020b167
 from __future__ import annotations
-import asyncio, concurrent.futures, hmac, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+import asyncio, concurrent.futures, ctypes, hmac, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import Annotated, Literal
 import torch
 import uvicorn
+from fastcore.basics import patch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing import Any
+from pydantic import BeforeValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException
 from .config import Config, ModelConfig
-from .generate import Event, Generator, SamplingParams
-from .hf import load_pretrained
+from .generate import DEFAULT_TEMPERATURE, Event, Generator, SamplingParams, chat_tuned, load_for_generation
 
 # %% auto #0
-__all__ = ['CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest', 'CompletionRequest',
-           'validation_error', 'sampling_params', 'EngineThread', 'is_loopback', 'Guard', 'make_app', 'listen',
-           'url_of', 'serve_in_thread', 'ServeConfig', 'serve', 'serve_benchmark', 'format_serve_report']
+__all__ = ['Text', 'OFF', 'MAX_BODY_BYTES', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest',
+           'CompletionRequest', 'validation_error', 'sampling_params', 'ShuttingDown', 'EngineThread', 'is_loopback',
+           'Guard', 'BodyLimit', 'make_app', 'listen', 'url_of', 'Server', 'serve_in_thread', 'ServeConfig', 'serve',
+           'serve_benchmark', 'format_serve_report']
 
 # %% ../nbs/42_server.ipynb #7d1be63a
 class APIError(Exception):
@@ -41,18 +43,49 @@ class APIError(Exception):
         self.type = 'server_error' if status >= 500 else 'invalid_request_error'
 
     def body(self) -> dict: return {'error': {'message': self.message, 'type': self.type, 'param': self.param, 'code': self.code}}
-    def response(self) -> JSONResponse: return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+    def response(self) -> Response:
+        "The JSON response (ASCII: text the client sent, echoed in the message, is escaped, lone surrogates included)."
+        return Response(json.dumps(self.body()), status_code=self.status, headers=self.headers, media_type='application/json')
 
 # %% ../nbs/42_server.ipynb #a959e0f5
+def _unicode(s):
+    "`s`, unless it is a string that is not valid Unicode: JSON can carry a lone surrogate (`\"\\ud800\"`), which no UTF-8 text holds and no tokenizer takes."
+    if not isinstance(s, str): return s                  # not a string: the type check that follows says so
+    try: s.encode('utf-8')
+    except UnicodeEncodeError as e:
+        raise ValueError(f"the text is not valid Unicode: a lone surrogate {s[e.start]!r} at character {e.start}; send UTF-8 text") from None
+    return s
+
+Text = Annotated[str, BeforeValidator(_unicode)]   # a string that is valid Unicode
+
+# %% ../nbs/42_server.ipynb #33b0ddfe
+# OpenAI parameters for what this server does not do, each with the values that ask for nothing: those (and null) are accepted and
+# ignored, since clients send them explicitly; any other value is refused, naming the parameter
+OFF = {'logprobs': (False,), 'top_logprobs': (0,), 'logit_bias': ({},), 'store': (False,), 'metadata': ({},),
+       'parallel_tool_calls': (True, False), 'tool_choice': ('none', 'auto'), 'tools': ([],), 'functions': ([],),
+       'function_call': ('none', 'auto'), 'service_tier': ('auto', 'default'), 'response_format': ({'type': 'text'},),
+       'modalities': (['text'],), 'audio': (), 'prediction': (), 'echo': (False,), 'best_of': (1,), 'suffix': ('',),
+       'tool_calls': ([],), 'refusal': (), 'annotations': ([],)}
+
 class _Body(BaseModel):
-    "Strict: unknown fields, and values of the wrong type (`'5'` for 5), are errors."
+    "Strict: unknown fields, and values of the wrong type (`'5'` for 5), are errors; the fields of `OFF` take only their 'off' values."
     model_config = ConfigDict(extra='forbid', strict=True)
 
+    @field_validator('*', mode='after')
+    @classmethod
+    def _off(cls, v, info:ValidationInfo):
+        offs = OFF.get(info.field_name)
+        if offs is None or v is None or any(type(v) is type(o) and v == o for o in offs): return v
+        allowed = ' or '.join(['null', *(json.dumps(o) for o in offs)])
+        raise ValueError(f"this server does not support {info.field_name}: leave it out, or send {allowed}")
+
+# %% ../nbs/42_server.ipynb #b7bb1447
 class ChatMessage(_Body):
     "One message of a conversation."
     role: Literal['system', 'developer', 'user', 'assistant']   # 'developer' is OpenAI's new name for 'system'
-    content: str                                  # the text (a list of text parts is joined)
-    name: str|None = None                         # accepted, not used
+    content: Text                                 # the text (a list of text parts is joined)
+    name: Text|None = None                        # accepted, not used
+    tool_calls: Any = None; refusal: Any = None; audio: Any = None; annotations: Any = None   # as an answer's message has them: off
 
     @field_validator('content', mode='before')
     @classmethod
@@ -63,28 +96,31 @@ class ChatMessage(_Body):
         return ''.join(p['text'] for p in v)
 
 class StreamOptions(_Body):
-    include_usage: bool = False                   # a last chunk, before [DONE], with the usage and no choices
+    include_usage: bool|None = False              # a last chunk, before [DONE], with the usage and no choices
 
-_Stop = Annotated[str, Field(min_length=1)]
+_Stop = Annotated[str, Field(min_length=1), BeforeValidator(_unicode)]
+_Finite = partial(Field, None, allow_inf_nan=False)   # a number field: NaN and infinities are errors
 
 class _Sampling(_Body):
-    "The fields both endpoints take: OpenAI's, then vLLM's extensions (`extra_body` in the `openai` client)."
-    model: str|None = None                        # any name: this server serves one model
+    "The fields both endpoints take: OpenAI's, then vLLM's extensions (`extra_body` in the `openai` client), then the ones that must be off."
+    model: Text|None = None                       # any name: this server serves one model
     max_tokens: int|None = Field(None, ge=1)      # tokens to generate at most (None: the server's default, cut to the room left)
-    temperature: float|None = Field(None, ge=0, le=2)  # 0: greedy (None: 1)
-    top_p: float|None = Field(None, gt=0, le=1)   # nucleus sampling (None: 1, off)
+    temperature: float|None = _Finite(ge=0, le=2) # 0: greedy (None: DEFAULT_TEMPERATURE)
+    top_p: float|None = _Finite(gt=0, le=1)       # nucleus sampling (None: 1, off)
     stop: list[_Stop]|None = Field(None, max_length=4)  # up to 4 strings: the text ends just before the first that appears
     seed: int|None = Field(None, ge=0, lt=2**63)  # the same seed and settings give the same answer
-    stream: bool = False                          # server-sent events, a chunk per piece of text
+    stream: bool|None = False                     # server-sent events, a chunk per piece of text
     stream_options: StreamOptions|None = None
-    n: int = Field(1, ge=1, le=1)                 # choices per request: only 1
-    frequency_penalty: float|None = Field(None, ge=-2, le=2)
-    presence_penalty: float|None = Field(None, ge=-2, le=2)
-    user: str|None = None                         # accepted, not used
-    top_k: int|None = Field(None, ge=0)           # vLLM: the k most likely tokens only (0: off)
-    min_p: float|None = Field(None, ge=0, le=1)   # vLLM: tokens at least min_p × as likely as the best
-    repetition_penalty: float|None = Field(None, gt=0)  # vLLM: CTRL's penalty on tokens of the prompt and output (1: off)
-    ignore_eos: bool = False                      # vLLM: no stop token ends the answer (benchmarks: exactly max_tokens)
+    n: int|None = Field(1, ge=1, le=1)            # choices per request: only 1
+    frequency_penalty: float|None = _Finite(ge=-2, le=2)
+    presence_penalty: float|None = _Finite(ge=-2, le=2)
+    user: Text|None = None                        # accepted, not used
+    top_k: int|None = Field(None, ge=0, lt=2**63) # vLLM: the k most likely tokens only (0: off); at most the vocabulary
+    min_p: float|None = _Finite(ge=0, le=1)       # vLLM: tokens at least min_p × as likely as the best
+    repetition_penalty: float|None = _Finite(gt=0)  # vLLM: CTRL's penalty on tokens of the prompt and output (1: off)
+    ignore_eos: bool|None = False                 # vLLM: no stop token ends the answer (benchmarks: exactly max_tokens)
+    logprobs: Any = None; top_logprobs: Any = None; logit_bias: Any = None; store: Any = None; metadata: Any = None
+    service_tier: Any = None; prediction: Any = None   # OFF: accepted with the values that ask for nothing
 
     @field_validator('stop', mode='before')
     @classmethod
@@ -94,16 +130,20 @@ class ChatCompletionRequest(_Sampling):
     "The body of `POST /v1/chat/completions`."
     messages: list[ChatMessage] = Field(min_length=1)  # the conversation so far
     max_completion_tokens: int|None = Field(None, ge=1)  # OpenAI's newer name for max_tokens; wins over it
+    tools: Any = None; tool_choice: Any = None; parallel_tool_calls: Any = None; functions: Any = None
+    function_call: Any = None; response_format: Any = None; modalities: Any = None; audio: Any = None   # OFF
 
 class CompletionRequest(_Sampling):
     "The body of `POST /v1/completions`."
     prompt: str|list[int]                         # text, or token ids (a list of one text is taken too)
+    echo: Any = None; best_of: Any = None; suffix: Any = None   # OFF
 
     @field_validator('prompt', mode='plain')
     @classmethod
     def _prompt(cls, v):
         if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str): v = v[0]
-        if isinstance(v, str) or (isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v)): return v
+        if isinstance(v, str): return _unicode(v)
+        if isinstance(v, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in v): return v
         raise ValueError("prompt must be a string or a list of token ids (one prompt per request)")
 
 # %% ../nbs/42_server.ipynb #b10c90e4
@@ -118,6 +158,8 @@ def validation_error(errors:Sequence[dict]) -> APIError:
     param = '.'.join(loc) or None
     if e['type'] == 'json_invalid':
         return APIError(400, f"The request body is not valid JSON ({e.get('ctx', {}).get('error', e['msg'])}): send a JSON object")
+    if e['type'] == 'string_unicode' and not loc:          # a lone surrogate where pydantic has no field to name (a key)
+        return APIError(400, f"The request body holds text that is not valid Unicode ({_short(e.get('input'))}: a lone surrogate): send UTF-8 text")
     if not loc: return APIError(400, "The request body must be a JSON object, sent with Content-Type: application/json")
     if e['type'] == 'extra_forbidden': return APIError(400, f"Unrecognized request argument supplied: {param}", param)
     if e['type'] == 'missing': return APIError(400, f"Missing required parameter: '{param}'.", param)
@@ -130,9 +172,10 @@ def sampling_params(body:_Sampling,              # a checked request body
                     context:int,                  # positions per request, prompt + answer (the engine's max_seq_len)
                     max_new_tokens:int=256,       # the answer's length when the body gives none (cut to the room left)
                     limit:int|None=None,          # the largest max_tokens a body may ask for (None: context - 1)
-                    stop_token_ids:list[int]|None=None # the tokens that end an answer (None: the tokenizer's eos)
+                    stop_token_ids:list[int]|None=None, # the tokens that end an answer (None: the tokenizer's eos)
+                    vocab_size:int|None=None      # the model's vocabulary: top_k's bound
                    ) -> SamplingParams:
-    "The engine's settings for a request; a 400 `APIError` for a length beyond the limit or the context."
+    "The engine's settings for a request; a 400 `APIError` for a length beyond the limit or the context, or a top_k beyond the vocabulary."
     what = 'messages' if isinstance(body, ChatCompletionRequest) else 'prompt'
     name = 'max_completion_tokens' if getattr(body, 'max_completion_tokens', None) is not None else 'max_tokens'
     asked, limit = getattr(body, name), limit or context - 1
@@ -145,31 +188,47 @@ def sampling_params(body:_Sampling,              # a checked request body
         raise APIError(400, f"This model's maximum context length is {context} tokens. However, you requested {prompt_len + asked} "
                             f"tokens ({prompt_len} in the {what}, {asked} in the completion). Please reduce the length of the "
                             f"{what} or completion.", name, 'context_length_exceeded')
+    if vocab_size is not None and (body.top_k or 0) > vocab_size:
+        raise APIError(400, f"top_k must be at most the vocabulary size, {vocab_size} (0: off); got {body.top_k}", 'top_k')
     given = {k: v for k in ('temperature', 'top_p', 'top_k', 'min_p', 'frequency_penalty', 'presence_penalty',
                             'repetition_penalty', 'seed') if (v := getattr(body, k)) is not None}
     n = asked or min(max_new_tokens, limit, context - prompt_len)
-    return SamplingParams(max_new_tokens=n, stop=body.stop, stop_token_ids=[] if body.ignore_eos else stop_token_ids, **given)
+    try: return SamplingParams.from_dict({'temperature': DEFAULT_TEMPERATURE, **given, 'max_new_tokens': n, 'stop': body.stop,
+                                          'stop_token_ids': [] if body.ignore_eos else stop_token_ids})
+    except ValueError as e:                                    # a bound the body's own checks missed: still the client's
+        m = re.search(r'SamplingParams\.(\w+)', str(e))
+        raise APIError(400, str(e).replace('SamplingParams.', ''), m and m.group(1)) from None
 
 # %% ../nbs/42_server.ipynb #4d701037
 def _put_all(pairs):
     for q, e in pairs: q.put_nowait(e)
 
+class ShuttingDown(Exception):
+    "The error of the requests still in the engine when the server stops."
+    def __init__(self): super().__init__("the server is shutting down: this answer was cut short; ask again when it is back")
+
+def _failure(r) -> APIError:
+    "The error the client of a request that finished with reason 'error' gets."
+    if isinstance(r.error, ShuttingDown): return APIError(503, str(r.error))
+    return APIError(500, f"The engine failed while generating ({type(r.error).__name__}: {r.error}); try again")
+
 class EngineThread:
     "Steps a `Generator` in a thread of its own while requests are in; each request's events go to an asyncio queue of its own."
     def __init__(self, generator:Generator):
-        self.generator, self.loop, self.error = generator, None, None   # error: what the last failed step raised
-        self._queues, self._lock, self._thread, self._stop = {}, threading.Lock(), None, threading.Event()
+        self.generator, self.loop, self.closing = generator, None, False   # closing: stopped or stopping, new requests refused
+        self._queues, self._shown, self._lock, self._thread, self._stop = {}, {}, threading.Lock(), None, threading.Event()
         self.batch_sizes = Counter()          # requests given a token in one step -> how many steps
 
     def start(self, loop:asyncio.AbstractEventLoop):
         "Start stepping; the events go to queues of `loop`, the server's event loop."
-        self.loop = loop
+        self.loop, self.closing = loop, False
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name='astrai_nb-engine', daemon=True)
         self._thread.start()
 
     def stop(self):
-        "Stop the thread; the requests still in finish with reason 'abort'."
+        "Stop the thread after the step under way; every request still in gets an error (503: the server is shutting down)."
+        with self._lock: self.closing = True
         self._stop.set()
         if self._thread is not None: self._thread.join()
         self._thread = None
@@ -178,6 +237,7 @@ class EngineThread:
         "Queue a request (call it in the event loop): its events as they come. A `ValueError` for what the engine cannot take."
         q = asyncio.Queue()
         with self._lock:
+            if self.closing: raise APIError(503, str(ShuttingDown()))
             r = self.generator.submit(prompt_ids, params)
             self._queues[r] = q
         return self._events(r, q)
@@ -186,42 +246,53 @@ class EngineThread:
         try:
             while True:
                 e = await q.get()
-                if e.finish_reason == 'error':
-                    raise APIError(500, f"The engine failed while generating ({type(self.error).__name__}: {self.error}); try again")
+                if e.finish_reason == 'error': raise _failure(r)
                 yield e
                 if e.finished: return
         finally:
             if not r.finished: self.generator.cancel(r)   # the consumer left early: free the row at the next step
 
-    def _run(self):
-        g = self.generator
-        while not self._stop.is_set():
-            if not g.wait(0.05): continue
-            try: events = g.step()
-            except Exception as exc:
-                logging.getLogger('astrai_nb.server').exception('a generation step failed; its requests get an error')
-                self.error, events = exc, self._take_all('error')
-            if n := sum(e.token_id is not None for e in events): self.batch_sizes[n] += 1
-            self._dispatch(events)
-        self._dispatch(self._take_all('abort'))
+# %% ../nbs/42_server.ipynb #de7a5c05
+@patch
+def _run(self:EngineThread):
+    g, log = self.generator, logging.getLogger('astrai_nb.server')
+    while not self._stop.is_set():
+        if not g.wait(0.05): continue
+        try: events = g.step(isolate=True)
+        except Exception as exc:                        # a failure the engine could not pin on a request: nothing may hang
+            log.exception('a generation step failed; its requests get an error')
+            events = self._empty(exc)
+        else:
+            for exc in {id(e.request.error): e.request.error for e in events if e.finish_reason == 'error'}.values():
+                log.error('a generation step failed; its requests get an error', exc_info=exc)
+        if n := sum(e.token_id is not None for e in events): self.batch_sizes[n] += 1
+        self._dispatch(events)
+    self._dispatch(self._empty(ShuttingDown()))
 
-    def _take_all(self, reason:str) -> list:
-        "Every request out of the engine, finished with `reason`; their events."
-        g = self.generator
-        with g._work:                                   # the lock Generator.submit holds
-            gone = g.running + list(g.waiting)
-            g.running.clear(); g.waiting.clear()
-        for r in gone: r.finished, r.finish_reason = True, reason
-        return [Event(r, None, '', True, reason) for r in gone]
+@patch
+def _empty(self:EngineThread, exc:BaseException) -> list:
+    "Every request out of the engine: one a failed step had finished gets its final event, every other one an error (`exc`)."
+    g = self.generator
+    with g._work:                                       # the lock Generator.submit holds
+        gone = g.running + list(g.waiting)
+        g.running.clear(); g.waiting.clear()
+    with self._lock: pending = list(self._queues)       # the requests whose final event has not been sent
+    events = []
+    for r in dict.fromkeys(gone + pending):
+        if r.finished and r.finish_reason != 'error': events.append(Event(r, None, r.text[self._shown.get(r, 0):], True, r.finish_reason))
+        else: events.append(g._failed(r, exc))
+    return events
 
-    def _dispatch(self, events:list):
-        with self._lock:
-            pairs = [(q, e) for e in events if (q := self._queues.get(e.request)) is not None]
-            for e in events:
-                if e.finished: self._queues.pop(e.request, None)
-        if not pairs: return
-        try: self.loop.call_soon_threadsafe(_put_all, pairs)
-        except RuntimeError: pass                        # the loop is closed: the server has stopped
+@patch
+def _dispatch(self:EngineThread, events:list):
+    with self._lock:
+        pairs = [(q, e) for e in events if (q := self._queues.get(e.request)) is not None]
+        for e in events:
+            if e.finished: self._queues.pop(e.request, None); self._shown.pop(e.request, None)
+            elif e.text: self._shown[e.request] = self._shown.get(e.request, 0) + len(e.text)
+    if not pairs: return
+    try: self.loop.call_soon_threadsafe(_put_all, pairs)
+    except RuntimeError: pass                           # the loop is closed: the server has stopped
 
 # %% ../nbs/42_server.ipynb #ba6d0cb0
 class _Reply:
@@ -251,7 +322,7 @@ class _Reply:
 def _sse(obj) -> str: return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 async def _stream(reply:_Reply, events:AsyncIterator, include_usage:bool) -> AsyncIterator[str]:
-    "The server-sent events of an answer; an engine failure becomes an error event."
+    "The server-sent events of an answer; a failure (the engine's, a shutdown) becomes an error event, and the stream still ends with [DONE]."
     kw = {'usage': None} if include_usage else {}
     try:
         async with aclosing(events):                     # closed however this ends: a client that left cancels the request
@@ -260,8 +331,11 @@ async def _stream(reply:_Reply, events:AsyncIterator, include_usage:bool) -> Asy
                 if e.text: yield _sse(reply.chunk(e.text, **kw))
                 if e.finished: yield _sse(reply.chunk(None, e.finish_reason, **kw)); n = len(e.request.output_ids)
         if include_usage: yield _sse(reply._obj('chat.completion.chunk' if reply.chat else 'text_completion', [], usage=reply.usage(n)))
-        yield 'data: [DONE]\n\n'
     except APIError as err: yield _sse(err.body())
+    except Exception as exc:                             # a bug: the client still gets an error and the end of the stream
+        logging.getLogger('astrai_nb.server').exception('a stream failed')
+        yield _sse(APIError(500, f"The server failed while streaming ({type(exc).__name__}); try again").body())
+    yield 'data: [DONE]\n\n'
 
 async def _whole(reply:_Reply, events:AsyncIterator) -> dict:
     async with aclosing(events):
@@ -327,17 +401,65 @@ class Guard:
                 return await err.response()(scope, receive, send)
         await self.app(scope, receive, send)
 
+# %% ../nbs/42_server.ipynb #b13ba82a
+MAX_BODY_BYTES = 4_000_000   # the default limit on a request body
+
+class BodyLimit:
+    "ASGI middleware: a request body over `max_bytes` gets 413, by its Content-Length before any of it is read, or once that many bytes came."
+    def __init__(self, app, max_bytes:int=MAX_BODY_BYTES): self.app, self.max_bytes = app, max_bytes
+
+    def refuse(self, size:str) -> Response:
+        return APIError(413, f"The request body is larger than this server takes ({size}; at most {self.max_bytes:,} bytes): send less, or "
+                             "start the server with a larger --max_body_bytes", code='request_too_large').response()
+
+    async def __call__(self, scope, receive, send):
+        if scope['type'] != 'http': return await self.app(scope, receive, send)
+        length = dict(scope['headers']).get(b'content-length', b'')
+        if length.isdigit() and int(length) > self.max_bytes: return await self.refuse(f"{int(length):,} bytes")(scope, receive, send)
+        got, n = [], 0                                      # read it here, at most max_bytes, then hand the app what came
+        while True:
+            m = await receive()
+            if m['type'] != 'http.request': got.append(m); break
+            n += len(m.get('body', b''))
+            if n > self.max_bytes: return await self.refuse(f"over {self.max_bytes:,} bytes so far")(scope, receive, send)
+            got.append(m)
+            if not m.get('more_body', False): break
+        async def replay():
+            return got.pop(0) if got else await receive()
+        await self.app(scope, replay, send)
+
+# %% ../nbs/42_server.ipynb #924e751c
+def _bytes_per_token(tok) -> int|None:
+    "The most bytes of text a token of `tok` stands for, if it is byte-level with no normalizer (else None: no bound from the length)."
+    b = tok.backend
+    if b.normalizer is not None or type(b.pre_tokenizer).__name__ != 'ByteLevel': return None
+    return max(len(t) for t in b.get_vocab(with_added_tokens=False))     # one character per byte in a byte-level vocabulary
+
+try: _malloc_trim = ctypes.CDLL(None).malloc_trim        # glibc's: hands the heap freed back to the system
+except (AttributeError, OSError, TypeError): _malloc_trim = None
+
+def _off_loop(fn, *args, size:int=0):
+    "`fn(*args)` in a worker thread, so that the event loop stays free; after a text of megabytes, the heap it freed goes back to the system."
+    def work():
+        out = fn(*args)
+        if size > 2**20 and _malloc_trim is not None: _malloc_trim(0)   # else glibc keeps it: 0.9 GB after a 4 MB message
+        return out
+    return asyncio.to_thread(work)
+
 # %% ../nbs/42_server.ipynb #c3d47bb5
 def make_app(generator:Generator,                  # the engine, with a tokenizer; make_app steps it in a thread of its own
              model_name:str='astrai_nb',            # the model's id in /v1/models and in answers
              api_key:str|None=None,                 # if set, /v1 requests need `Authorization: Bearer <api_key>`
              max_new_tokens:int=256,                # the answer's length when a request gives no max_tokens (cut to the room left)
              max_new_tokens_limit:int|None=None,    # the largest max_tokens a request may ask for (None: the context)
-             local_only:bool=True                   # answer only requests addressed to a loopback host name
+             local_only:bool=True,                  # answer only requests addressed to a loopback host name
+             max_body_bytes:int=MAX_BODY_BYTES,     # a request body beyond this gets 413
+             tuned:bool|None=None                   # whether the model was fine-tuned for chat (`chat_tuned`; None: unknown)
             ) -> FastAPI:
     "The OpenAI-compatible API (/v1/models, /v1/chat/completions, /v1/completions), /health and the chat page at /."
     if generator.tokenizer is None: raise ValueError("the server needs text in and out: Generator(model, tokenizer)")
     engine, tok, context = EngineThread(generator), generator.tokenizer, generator.max_seq_len
+    per_token = _bytes_per_token(tok)
 
     @asynccontextmanager
     async def lifespan(app):
@@ -348,19 +470,29 @@ def make_app(generator:Generator,                  # the engine, with a tokenize
     app = FastAPI(title='astrai_nb', summary='An OpenAI-compatible API over a model trained with astrai_nb', lifespan=lifespan,
                   docs_url=None, redoc_url=None)        # their pages load scripts from a CDN: no page here needs the network
     app.state.engine = engine
-    app.add_middleware(Guard, api_key=api_key, local_only=local_only)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    app.add_middleware(Guard, api_key=api_key, local_only=local_only)    # added last, so first: a request without the key is not read
     async def api_error(request, e): return e.response()
     async def body_error(request, e): return validation_error(e.errors()).response()
     async def http_error(request, e): return APIError(e.status_code, f"{e.detail}: {request.method} {request.url.path}", headers=e.headers).response()
-    for cls, handler in ((APIError, api_error), (RequestValidationError, body_error), (HTTPException, http_error)):
+    async def bug(request, e): return APIError(500, f"The server failed ({type(e).__name__}); its log has the details").response()
+    for cls, handler in ((APIError, api_error), (RequestValidationError, body_error), (HTTPException, http_error), (Exception, bug)):
         app.add_exception_handler(cls, handler)
+
+    def at_least(texts:list[str], what:str):
+        "Refuse texts that cannot fit the context, from their length alone (no tokenizing)."
+        if per_token is None: return
+        n = sum(len(t.encode()) for t in texts)
+        if n // per_token >= context:
+            raise APIError(400, f"This model's maximum context length is {context} tokens. However, your {what} ({n:,} bytes of text) "
+                                f"resulted in at least {n // per_token:,} tokens. Please reduce the length of the {what}.", what, 'context_length_exceeded')
 
     async def answer(request:Request, body:_Sampling, ids:list[int], params:SamplingParams, chat:bool) -> Response:
         try: events = engine.submit(ids, params)
         except ValueError as e: raise APIError(400, str(e), 'messages' if chat else 'prompt') from None
         reply = _Reply(chat, model_name, len(ids))
         if body.stream:
-            usage = body.stream_options is not None and body.stream_options.include_usage
+            usage = body.stream_options is not None and bool(body.stream_options.include_usage)
             return _SSEResponse(_stream(reply, events, usage), headers={'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no'})
         whole = await _unless_gone(request, _whole(reply, events))
         return Response(status_code=499) if whole is None else JSONResponse(whole)   # 499: nginx's "client closed request"
@@ -368,25 +500,29 @@ def make_app(generator:Generator,                  # the engine, with a tokenize
     @app.post('/v1/chat/completions')
     async def chat_completions(body:ChatCompletionRequest, request:Request):
         messages = [{'role': 'system' if m.role == 'developer' else m.role, 'content': m.content} for m in body.messages]
-        ids, _ = tok.encode_chat(messages, add_generation_prompt=True)
-        params = sampling_params(body, len(ids), context, max_new_tokens, max_new_tokens_limit, [tok.end_id, tok.eos_id])
+        at_least([m['content'] for m in messages], 'messages')
+        ids, _ = await _off_loop(tok.encode_chat, messages, True, size=sum(len(m['content']) for m in messages))
+        params = sampling_params(body, len(ids), context, max_new_tokens, max_new_tokens_limit, [tok.end_id, tok.eos_id], tok.vocab_size)
         return await answer(request, body, ids, params, chat=True)
 
     @app.post('/v1/completions')
     async def completions(body:CompletionRequest, request:Request):
-        ids = tok.encode(body.prompt) if isinstance(body.prompt, str) else body.prompt
+        if isinstance(body.prompt, str):
+            at_least([body.prompt], 'prompt')
+            ids = (await _off_loop(tok.encode_batch, [body.prompt], size=len(body.prompt)))[0]   # the batch call releases Python's lock
+        else: ids = body.prompt
         if not ids: raise APIError(400, "The prompt is empty: give some text or token ids to continue", 'prompt')
-        params = sampling_params(body, len(ids), context, max_new_tokens, max_new_tokens_limit)
+        params = sampling_params(body, len(ids), context, max_new_tokens, max_new_tokens_limit, vocab_size=tok.vocab_size)
         return await answer(request, body, ids, params, chat=False)
 
     @app.get('/v1/models')
     async def models():
         return {'object': 'list', 'data': [{'id': model_name, 'object': 'model', 'created': 0, 'owned_by': 'astrai_nb',
-                                            'max_model_len': context}]}
+                                            'max_model_len': context, 'chat_tuned': tuned}]}
 
     @app.get('/health')
     async def health():
-        return {'status': 'ok', 'model': model_name, 'running': len(generator.running), 'waiting': len(generator.waiting)}
+        return {'status': 'ok', 'model': model_name, 'chat_tuned': tuned, 'running': len(generator.running), 'waiting': len(generator.waiting)}
 
     @app.get('/', response_class=HTMLResponse)
     async def page():
@@ -397,17 +533,25 @@ def make_app(generator:Generator,                  # the engine, with a tokenize
 # %% ../nbs/42_server.ipynb #c47e4b07
 def listen(host:str, port:int) -> socket.socket:
     "A TCP socket listening on host:port (port 0: any free one); an `OSError` that says what to do if it cannot be had."
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
-        return socket.create_server((host, port), family=family)
+    try: family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    except socket.gaierror as e:
+        raise OSError(f"cannot listen on {host}:{port}: {host!r} is neither an IP address nor a name this machine can resolve ({e.strerror}). "
+                      "Give --host 127.0.0.1 (this machine only), 0.0.0.0 (every network) or an address of this machine") from None
+    try: return socket.create_server((host, port), family=family)
     except OSError as e:
         raise OSError(f"cannot listen on {host}:{port}: {os.strerror(e.errno) if e.errno else e}. Choose another --port (0: any free one) "
-                      "or another --host") from None
+                      "or another --host (an address of this machine)") from None
 
 def url_of(sock:socket.socket) -> str:
     "The base URL of a listening socket: 'http://127.0.0.1:8000'."
     host, port = sock.getsockname()[:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+class Server(uvicorn.Server):
+    "uvicorn's server; at shutdown, before waiting for open responses, it stops the app's engine, so that each gets its error and end."
+    async def shutdown(self, sockets=None):
+        if (engine := getattr(getattr(self.config.app, 'state', None), 'engine', None)) is not None: await asyncio.to_thread(engine.stop)          # the step under way ends first
+        await super().shutdown(sockets)
 
 @contextmanager
 def serve_in_thread(app:FastAPI,                  # e.g. from `make_app`
@@ -417,7 +561,7 @@ def serve_in_thread(app:FastAPI,                  # e.g. from `make_app`
                    ) -> Iterator[str]:            # the base URL
     "Serve `app` with uvicorn from a thread while the block runs."
     sock = listen(host, port)
-    server = uvicorn.Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=2))
+    server = Server(uvicorn.Config(app, log_level=log_level, timeout_graceful_shutdown=2))
     t = threading.Thread(target=server.run, kwargs={'sockets': [sock]}, daemon=True)
     t.start()
     try:
@@ -442,21 +586,23 @@ CHAT_PAGE = r"""<!doctype html>
   header b { font-size: 1rem; margin-right: auto; }
   header input { width: 5rem; } #key { width: 12rem; }
   #log { flex: 1; overflow-y: auto; padding: 1rem; display: flex; flex-direction: column; gap: .6rem; }
-  .msg { max-width: min(48rem, 85%); padding: .5rem .8rem; border-radius: .7rem; white-space: pre-wrap; overflow-wrap: anywhere; }
+  .msg { flex-shrink: 0; max-width: min(48rem, 85%); padding: .5rem .8rem; border-radius: .7rem; white-space: pre-wrap; overflow-wrap: anywhere; }
   .user { align-self: flex-end; background: #cfe3ff; }
   .assistant { align-self: flex-start; background: #fff; border: 1px solid #ddd; min-height: 2.3rem; }
   .note, .error { align-self: center; font-size: .85rem; color: #666; } .error { color: #b00020; }
   .failed { opacity: .5; }
+  #untuned { margin: 0; padding: .4rem 1rem; background: #fff3cd; color: #664d03; font-size: .85rem; }
   form { display: flex; gap: .5rem; padding: .6rem 1rem; background: #fff; border-top: 1px solid #ddd; }
   textarea { flex: 1; resize: none; font: inherit; padding: .4rem .6rem; }
   button { font: inherit; padding: .3rem 1rem; }
 </style></head>
 <body data-busy="false">
 <header><b id="model">astrai_nb</b>
-  <label>temperature <input id="temperature" type="number" min="0" max="2" step="0.1" value="0.7"></label>
+  <label>temperature <input id="temperature" type="number" min="0" max="2" step="0.1" value="{DEFAULT_TEMPERATURE}"></label>
   <label>max tokens <input id="max_tokens" type="number" min="1" step="1" placeholder="auto"></label>
   <label id="keybox" hidden>API key <input id="key" type="password" autocomplete="off"></label>
   <button id="clear" type="button">New chat</button></header>
+<p id="untuned" hidden>This model was only pretrained, not fine-tuned for chat: it continues text, so its replies read as the rest of some document. A model trained further with <code>--train_type sft</code> answers.</p>
 <main id="log" aria-live="polite"></main>
 <form id="form"><textarea id="input" rows="2" placeholder="Message (Enter sends, Shift+Enter: new line)" autofocus></textarea>
   <button id="send">Send</button><button id="stop" type="button" hidden>Stop</button></form>
@@ -484,7 +630,9 @@ function busy(on) {
 async function loadModel() {
   const r = await fetch('v1/models', {headers: headers()});
   if (r.status === 401) $('keybox').hidden = false;
-  if (r.ok) { model = (await r.json()).data[0].id; $('model').textContent = model; }
+  if (!r.ok) return;
+  const m = (await r.json()).data[0];
+  model = m.id; $('model').textContent = model; $('untuned').hidden = m.chat_tuned !== false;
 }
 async function* events(body) {        // the data of each server-sent event
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
@@ -547,7 +695,7 @@ $('clear').addEventListener('click', () => { messages.length = 0; $('log').repla
 $('key').addEventListener('change', loadModel);
 busy(false); loadModel();
 </script></body></html>
-"""
+""".replace('{DEFAULT_TEMPERATURE}', str(DEFAULT_TEMPERATURE))
 
 # %% ../nbs/42_server.ipynb #4725b789
 @dataclass
@@ -567,6 +715,7 @@ class ServeConfig(Config):
     threads: int|None = None              # PyTorch CPU threads (None: PyTorch's default)
     tokenizer: str|None = None            # a directory holding tokenizer.json, for a checkpoint that carries none
     log_level: str = 'info'               # uvicorn's log: 'info' logs every request, 'warning' only problems
+    max_body_bytes: int = MAX_BODY_BYTES  # a request body larger than this gets 413 (a few MB holds a long context's JSON)
 
     def validate(self):
         name = type(self).__name__
@@ -574,7 +723,7 @@ class ServeConfig(Config):
         if not self.host: raise ValueError(f"{name}.host is empty: give an address such as 127.0.0.1 (this machine) or 0.0.0.0 (every network)")
         if self.api_key is not None and not re.fullmatch(r'[\x21-\x7e]+', self.api_key):
             raise ValueError(f"{name}.api_key must be printable ASCII without spaces (it is sent in an HTTP header)")
-        for f in ('max_batch', 'max_new_tokens', 'max_new_tokens_limit', 'threads', 'max_seq_len'):
+        for f in ('max_batch', 'max_new_tokens', 'max_new_tokens_limit', 'threads', 'max_seq_len', 'max_body_bytes'):
             if (v := getattr(self, f)) is not None and v < 1: raise ValueError(f"{name}.{f} must be >= 1, got {v}")
         return self
 ServeConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16'), 'log_level': ('critical', 'error', 'warning', 'info', 'debug')}
@@ -593,20 +742,21 @@ def serve(config:ServeConfig):
     sock = listen(c.host, c.port)
     try:
         if c.threads: torch.set_num_threads(c.threads)
-        device = c.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-        model, tok = load_pretrained(c.param_path, c.dtype, device, c.tokenizer)
+        model, tok, device = load_for_generation(c.param_path, c.dtype, c.device, c.tokenizer, c.max_batch, c.max_seq_len)
         generator = Generator(model, tok, c.max_batch, c.max_seq_len)
-        name = c.model_name or _model_name(Path(c.param_path))
-        local = is_loopback(c.host)
-        app = make_app(generator, name, c.api_key, c.max_new_tokens, c.max_new_tokens_limit, local)
+        name, local, tuned = c.model_name or _model_name(Path(c.param_path)), is_loopback(c.host), chat_tuned(c.param_path)
+        app = make_app(generator, name, c.api_key, c.max_new_tokens, c.max_new_tokens_limit, local, c.max_body_bytes, tuned)
         url = url_of(sock)
         n = sum(p.numel() for p in model.parameters())
         print(f"astrai_nb_serve: {name} ({n / 1e6:.1f}M parameters, {device}, {c.dtype}, {c.max_batch} rows of {generator.max_seq_len} "
               f"tokens) at {url}/ (chat page), {url}/v1 (OpenAI API){'' if c.api_key is None else ', API key required'}", flush=True)
+        if tuned is False:
+            print(f"astrai_nb_serve: note: {c.param_path} was only pretrained, not fine-tuned for chat: it continues text, and its chat "
+                  "replies will read as such (the chat page says so)", file=sys.stderr, flush=True)
         if not local and c.api_key is None:
             print(f"astrai_nb_serve: warning: listening on {c.host}, reachable from other machines, without --api_key: "
                   "anyone who can reach this port can use the model", file=sys.stderr, flush=True)
-        server = uvicorn.Server(uvicorn.Config(app, log_level=c.log_level, timeout_graceful_shutdown=2))
+        server = Server(uvicorn.Config(app, log_level=c.log_level, timeout_graceful_shutdown=2))
         try: server.run(sockets=[sock])
         except KeyboardInterrupt: pass                  # uvicorn stops on Ctrl-C, then raises it again: a clean exit here
     finally: sock.close()
