@@ -20,7 +20,7 @@ from .evaluate import evaluate_loss, load_task_rows, task_accuracy
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
            'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger',
-           'ProgressBar', 'CheckpointSaver']
+           'ProgressBar', 'CheckpointSaver', 'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -292,3 +292,19 @@ class CheckpointSaver(Callback):
     def _save(self, ctx):
         ctx.save_checkpoint(keep_last=self.keep_last)
         self.saved = ctx.iteration
+
+# %% ../nbs/30_callbacks.ipynb #a7b8c9d1
+class RewardFailures(Callback):
+    "Stop the run (`ValueError`) once every answer's reward failed for `rounds` rounds in a row: the strategy's `reward_failed` metric at 1."
+    order = 45                                       # after the step is logged, before its checkpoint
+    def __init__(self, rounds:int=3): self.rounds, self.streak, self.first, self.since = rounds, 0, None, None
+
+    def on_step_end(self, ctx):
+        if ctx.metrics.get('reward_failed', 0.0) < 1.0: self.streak = 0; return
+        if self.streak == 0: self.first, self.since = (getattr(ctx.strategy, 'failures', None) or [None])[0], ctx.iteration
+        self.streak += 1
+        if self.streak < self.rounds * ctx.strategy.iterations: return     # a round of GRPO's `iterations` steps shares its rewards
+        f = self.first
+        first = f"the first: sample {f['sample']} {f['error']} (response {f['response'][:40]!r}, answer {f['answer']!r})" if f else ''
+        raise ValueError(f"the reward failed on every answer for {self.rounds} rounds in a row (steps {self.since} to {ctx.iteration}), so "
+                         f"they trained on nothing; {first}. Fix --grpo_reward (or the data's answers), then continue with --resume auto")

@@ -13,8 +13,8 @@ from safetensors import safe_open, SafetensorError
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'CheckpointError', 'Checkpoint', 'step_dir', 'check_checkpoint',
-           'list_checkpoints', 'latest_checkpoint', 'prune_checkpoints']
+__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
+           'existing_checkpoints', 'check_checkpoint', 'latest_checkpoint', 'prune_checkpoints']
 
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
@@ -80,6 +80,20 @@ class Checkpoint:
 def step_dir(ckpt_dir, iteration:int) -> Path:
     "The directory of the checkpoint at `iteration`."
     return Path(ckpt_dir) / f'step_{iteration}'
+
+def list_checkpoints(ckpt_dir) -> list[Path]:
+    "The step_<iteration> directories of `ckpt_dir`, oldest first."
+    ckpt_dir = Path(ckpt_dir)
+    if not ckpt_dir.is_dir(): return []
+    steps = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if p.is_dir() and (m := re.fullmatch(r'step_(\d+)', p.name))]
+    return [p for _, p in sorted(steps)]
+
+def existing_checkpoints(ckpt_dir, n:int=5) -> str:
+    "What `ckpt_dir` holds, for a message about a checkpoint that is not there: its newest `n` step directories, or that it has none."
+    steps = [p.name for p in list_checkpoints(ckpt_dir)]
+    if not Path(ckpt_dir).is_dir(): return f"{ckpt_dir} does not exist either"
+    if not steps: return f"{ckpt_dir} holds no checkpoint"
+    return f"{ckpt_dir} holds {', '.join(steps)}" if len(steps) <= n else f"{ckpt_dir} holds {len(steps)} checkpoints, the newest {', '.join(steps[-n:])}"
 
 def _tensor_bytes(obj) -> int:
     "Bytes of the tensors in `obj`, looking inside dicts, lists and tuples."
@@ -205,6 +219,12 @@ def _check_meta(path:Path, meta) -> dict:
     def bad(what): return CheckpointError(f"checkpoint {path}: {META} {what}; it was not written by "
                                           "Checkpoint.save (or was edited), so it is refused")
     if not isinstance(meta, dict): raise bad(f"holds {type(meta).__name__}, not an object")
+    if 'format_version' not in meta:
+        from astrai_nb.prepare import DATA_FORMAT              # lazy: only to name what a checkpoint was mistaken for
+        if meta.get('format') == DATA_FORMAT:
+            raise CheckpointError(f"{path} is a data directory prepared by astrai_nb_prepare ({meta.get('kind')} data), not a "
+                                  "checkpoint: give it as --data_root_path (or a --data_mix source); a checkpoint is a step directory "
+                                  "CKPT_DIR/step_N written by astrai_nb_train")
     for key, typ in _REQUIRED.items():
         if key not in meta: raise bad(f"has no {key!r}")
         if type(meta[key]) is not typ: raise bad(f"has {key!r} = {_short(meta[key])}, not a {typ.__name__}")
@@ -231,7 +251,9 @@ def check_checkpoint(path,               # a step_<iteration> directory
                     ) -> dict:           # the parsed meta.json
     "Raise `CheckpointError` unless `path` is a complete, undamaged checkpoint."
     path = Path(path)
-    if not path.is_dir(): raise CheckpointError(f"checkpoint {path} does not exist or is not a directory")
+    if not path.is_dir():
+        raise CheckpointError(f"checkpoint {path} {'is a file, not a directory' if path.exists() else 'does not exist'}; "
+                              f"{existing_checkpoints(path.parent)}")
     try: meta = json.loads((path / META).read_bytes())
     except FileNotFoundError: raise CheckpointError(f"checkpoint {path} has no {META}: it was not "
                                                     "completely written") from None
@@ -295,13 +317,6 @@ def load(cls:Checkpoint,
                read('config.json'), read('train_config.json'), assets)
 
 # %% ../nbs/31_checkpoint.ipynb #16fcef35
-def list_checkpoints(ckpt_dir) -> list[Path]:
-    "The step_<iteration> directories of `ckpt_dir`, oldest first."
-    ckpt_dir = Path(ckpt_dir)
-    if not ckpt_dir.is_dir(): return []
-    steps = [(int(m.group(1)), p) for p in ckpt_dir.iterdir() if p.is_dir() and (m := re.fullmatch(r'step_(\d+)', p.name))]
-    return [p for _, p in sorted(steps)]
-
 def latest_checkpoint(ckpt_dir, hashes:bool=True) -> Path|None:
     "The newest complete checkpoint in `ckpt_dir`, or None; warns about damaged newer ones it skips."
     for p in reversed(list_checkpoints(ckpt_dir)):

@@ -41,14 +41,14 @@ def config_from(cls:type, settings:dict):
 def run_script(prog:str,        # the script's name, the prefix of its messages
                fn:Callable,     # the work: returns None or an exit status
                *args, **kwargs) -> int|None:
-    "Run `fn(*args, **kwargs)`; a user error becomes one line on stderr and exit status 1, Ctrl-C 130, SIGTERM 143."
+    "Run `fn(*args, **kwargs)`; a user error becomes one line on stderr and exit status 1, a stop by a signal one line and 128 + the signal (Ctrl-C 130, SIGTERM 143)."
     try: return fn(*args, **kwargs)
     except USER_ERRORS as e:
         print(f"{prog}: error: {e}", file=sys.stderr); return 1
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted; nothing half-written was left behind", file=sys.stderr); return 130
+    except KeyboardInterrupt as e:
+        print(f"{prog}: {str(e) or 'interrupted'}; nothing half-written was left behind", file=sys.stderr); return 130
     except Terminated as e:
-        print(f"{prog}: {e}; nothing half-written was left behind", file=sys.stderr); return 143
+        print(f"{prog}: {e}; nothing half-written was left behind", file=sys.stderr); return 128 + e.signum
 
 # %% ../nbs/50_cli.ipynb #31260fd7
 def _parse_value(anno:str):

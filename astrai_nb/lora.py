@@ -14,17 +14,18 @@ from torch import Tensor
 from safetensors.torch import save_file
 from .config import ModelConfig, TrainConfig
 from .model import Transformer
-from .checkpoint import META, Checkpoint, check_checkpoint
+from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
 from .trainer import weights_sha256, load_initial_weights, training_memory
 
 # %% auto #0
-__all__ = ['LORA_TARGETS', 'LoRALinear', 'parse_targets', 'lora_layers', 'apply_lora', 'trainable_counts', 'is_lora_key',
-           'lora_state_dict', 'merged_state_dict', 'plain_model', 'adapters_disabled', 'adapters_from', 'merge_lora',
-           'unmerge_lora', 'lora_shapes', 'lora_num_params', 'LoRAReference', 'base_source', 'describe_base',
-           'lora_meta', 'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained',
-           'peft_state_dict', 'peft_config', 'export_peft', 'export_lora']
+__all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_lora_rank', 'lora_layers', 'apply_lora',
+           'trainable_counts', 'is_lora_key', 'lora_state_dict', 'merged_state_dict', 'plain_model',
+           'adapters_disabled', 'adapters_from', 'merge_lora', 'unmerge_lora', 'lora_shapes', 'lora_num_params',
+           'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'describe_base',
+           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'peft_state_dict',
+           'peft_config', 'export_peft', 'export_lora']
 
 # %% ../nbs/35_lora.ipynb #7587339d
 # --lora_targets name -> the linear layer inside each DecoderBlock, and its name in Hugging Face's Llama (peft's target_modules)
@@ -80,6 +81,17 @@ def parse_targets(targets:str|list) -> list[str]:
     if bad or not names: raise ValueError(f"lora_targets {bad or names!r}: choose among {','.join(LORA_TARGETS)} (comma-separated)")
     return names
 
+def check_lora_rank(shapes:dict[str, tuple[int, int]],  # (in, out) features of each target (`lora_shapes`)
+                    rank:int,                           # r
+                    targets:str|list):                  # the adapted ones
+    "Raise a `ValueError` unless `rank` is below the smaller dimension of every adapted layer, naming the narrowest."
+    t = min(parse_targets(targets), key=lambda t: min(shapes[t]))
+    (i, o), low = shapes[t], min(shapes[t])
+    if rank >= low:
+        raise ValueError(f"--lora_rank {rank} is not below the smaller dimension of the adapted layer {t} ({LORA_TARGETS[t][0]}, {i} inputs "
+                         f"x {o} outputs): an update of rank {low} or more can be any {o}x{i} matrix and has more parameters than the layer, "
+                         f"so it is no low-rank adapter; use --lora_rank below {low} (typical: 4 to 64), or leave {t} out of --lora_targets")
+
 def lora_layers(model:nn.Module) -> dict[str, LoRALinear]:
     "The LoRA layers of `model` by name."
     return {n: m for n, m in model.named_modules() if isinstance(m, LoRALinear)}
@@ -94,6 +106,8 @@ def apply_lora(model:Transformer,           # the model to adapt, in place
     if rank < 1: raise ValueError(f"lora rank must be >= 1, got {rank}")
     if lora_layers(model): raise ValueError("the model has LoRA layers already")
     names = parse_targets(targets)
+    first = model.layers[0]
+    check_lora_rank({t: (m.in_features, m.out_features) for t in names for m in [first.get_submodule(LORA_TARGETS[t][0])]}, rank, names)
     model.requires_grad_(False)
     for block in model.layers:
         for t in names:
@@ -208,6 +222,47 @@ class LoRAReference(nn.Module):
         dev = next(self.policy.parameters()).device
         self.adapters = {k: v.detach().to(dev).clone() for k, v in state_dict.items() if is_lora_key(k)} or None
 
+# %% ../nbs/35_lora.ipynb #b3e1f0a1
+def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+def _base_ok(b) -> bool:
+    "Whether `b` is a `base` record as `add_adapters` writes it: its source (a path, or the initialisation's seed) and SHA-256."
+    return (isinstance(b, dict) and isinstance(b.get('sha256'), str) and len(b['sha256']) == 64 and
+            ((b.get('source') == '--param_path' and isinstance(b.get('path'), str)) or (b.get('source') == 'init' and type(b.get('random_seed')) is int)))
+
+# each field of a `lora` record: whether a value is right, and what it should be
+LORA_RECORD = {'rank': (lambda v: type(v) is int and v >= 1, 'an int >= 1'), 'alpha': (lambda v: _number(v) and v > 0, 'a number > 0'),
+               'dropout': (lambda v: _number(v) and 0 <= v < 1, 'a number in [0, 1)'),
+               'targets': (lambda v: isinstance(v, list) and v and all(t in LORA_TARGETS for t in v), f"a list of {', '.join(LORA_TARGETS)}"),
+               'base': (_base_ok, "{'source': '--param_path', 'path': ..., 'sha256': ...} or {'source': 'init', 'random_seed': ..., 'sha256': ...}")}
+
+def check_lora_record(info, path) -> dict:
+    "`info` if it is a whole `lora` record (`LORA_RECORD`); else a `CheckpointError` naming the meta.json of checkpoint `path` and what is wrong."
+    short = lambda v: repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + '...'
+    if not isinstance(info, dict): problem = f"it is {short(info)}, not an object"
+    else: problem = next((f"it has no {k!r}" if k not in info else f"its {k!r} is {short(info[k])}, not {want}"
+                          for k, (ok, want) in LORA_RECORD.items() if k not in info or not ok(info[k])), None)
+    if problem is None: return info
+    raise CheckpointError(f"checkpoint {path}: the 'lora' record in {Path(path) / META} is malformed ({problem}); it was edited or "
+                          "damaged, so its adapters cannot be rebuilt: put the file back as the trainer wrote it, or use another checkpoint")
+
+def lora_meta(path) -> dict|None:
+    "The `lora` record in the meta.json of checkpoint `path`, checked: None for whole weights, a Hugging Face directory, or no checkpoint."
+    f = Path(path) / META
+    try: meta = json.loads(f.read_text())
+    except (OSError, ValueError): return None
+    if not isinstance(meta, dict) or 'lora' not in meta: return None
+    return check_lora_record(meta['lora'], path)
+
+def lora_differences(saved:dict,          # a checkpoint's `lora` record
+                     c:TrainConfig        # this run's settings
+                    ) -> list[str]:       # e.g. ['--lora_rank 4 in the checkpoint, 8 in this run']
+    "The LoRA settings in which this run differs from the checkpoint it would resume: the adapters' shapes (rank, targets) and their scale (alpha)."
+    now = {'lora_rank': (saved['rank'], c.lora_rank), 'lora_targets': (set(saved['targets']), set(parse_targets(c.lora_targets))),
+           'lora_alpha': (saved['alpha'], c.lora_alpha)}
+    show = lambda v: ','.join(t for t in LORA_TARGETS if t in v) if isinstance(v, set) else v
+    return [f"--{k} {show(a)} in the checkpoint, {show(b)} in this run" for k, (a, b) in now.items() if a != b]
+
 # %% ../nbs/35_lora.ipynb #ac2a949c
 def base_source(c:TrainConfig) -> dict:
     "Where a LoRA run's base weights come from: `--param_path`, or the initialisation `--random_seed` draws."
@@ -216,13 +271,6 @@ def base_source(c:TrainConfig) -> dict:
 
 def describe_base(base:dict) -> str:
     return f"the initial weights of --random_seed {base['random_seed']}" if base['source'] == 'init' else base['path']
-
-def lora_meta(path) -> dict|None:
-    "The `lora` record in the meta.json of checkpoint `path`: None for whole weights, a Hugging Face directory, or no checkpoint."
-    f = Path(path) / META
-    try: meta = json.loads(f.read_text())
-    except (OSError, ValueError): return None
-    return meta.get('lora') if isinstance(meta, dict) else None
 
 def check_base(model:nn.Module, base:dict, what:str):
     "Raise a `ValueError` unless `model` holds bitwise the base weights `base` records (their SHA-256)."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/32_parallel.ipynb #5e1c3fce
 from __future__ import annotations
-import gc, os, datetime, signal, socket, sys, threading, warnings
+import gc, os, datetime, signal, socket, sys, tempfile, threading, warnings
 from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 import torch
@@ -13,9 +13,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 # %% auto #0
-__all__ = ['VIEW_WARNING', 'dist_env', 'threads_per_rank', 'setup_distributed', 'teardown_distributed', 'Terminated',
-           'on_sigterm', 'deferred_sigterm', 'distributed_run', 'tie_aliases', 'Executor', 'DDPExecutor',
-           'FSDPExecutor', 'ExecutorFactory', 'loopback_ifname', 'loopback_store', 'launch_local']
+__all__ = ['STOP_NOTICE', 'VIEW_WARNING', 'AGENT_SIGNALS', 'dist_env', 'threads_per_rank', 'setup_distributed',
+           'teardown_distributed', 'Terminated', 'signal_name', 'on_signals', 'on_sigterm', 'deferred_stop',
+           'deferred_sigterm', 'distributed_run', 'tie_aliases', 'Executor', 'DDPExecutor', 'FSDPExecutor',
+           'ExecutorFactory', 'loopback_ifname', 'loopback_store', 'launch_local']
 
 # %% ../nbs/32_parallel.ipynb #eddaab95
 def dist_env() -> dict:
@@ -48,24 +49,54 @@ def teardown_distributed(barrier:bool=True):
 
 # %% ../nbs/32_parallel.ipynb #81bd4880
 class Terminated(Exception):
-    "The process received SIGTERM."
+    "The process was stopped by a signal: SIGTERM, or Ctrl-C's SIGINT (`signum`; a script exits with 128 + signum)."
+    def __init__(self, msg:str='', signum:int=signal.SIGTERM): super().__init__(msg); self.signum = int(signum)
 
-def _raise_terminated(signum, frame): raise Terminated(f"stopped by signal {signal.Signals(signum).name}")
+def signal_name(signum:int) -> str:
+    "How messages name a stop signal: 'Ctrl-C (SIGINT)', 'SIGTERM'."
+    name = signal.Signals(signum).name
+    return f"Ctrl-C ({name})" if signum == signal.SIGINT else name
+
+def _raise_terminated(signum, frame): raise Terminated(f"stopped by signal {signal.Signals(signum).name}", signum)
 
 @contextmanager
-def on_sigterm(handler):
-    "Call `handler(signum, frame)` on SIGTERM within the block (in the main thread; signals cannot be handled elsewhere)."
+def on_signals(handler, signums=(signal.SIGTERM,)):
+    "Call `handler(signum, frame)` on each of `signums` within the block (in the main thread; signals cannot be handled elsewhere)."
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, handler) if main else None
+    previous = {s: signal.signal(s, handler) for s in signums} if main else {}
     try: yield
     finally:
-        if main: signal.signal(signal.SIGTERM, previous)
+        for s, h in previous.items(): signal.signal(s, h)
+
+def on_sigterm(handler):
+    "Call `handler(signum, frame)` on SIGTERM within the block (in the main thread)."
+    return on_signals(handler, (signal.SIGTERM,))
+
+# %% ../nbs/32_parallel.ipynb #c7d21a40
+STOP_NOTICE = ("Ctrl-C: the step in progress will be finished and saved, then the run stops; "
+               "Ctrl-C again stops at once, without saving\n")
+
+def _notice(text:str):
+    "Write `text` to stderr from a signal handler, on rank 0: to its file descriptor, past any Python buffer the interrupted code may hold (none in a notebook: skipped)."
+    if dist_env()['rank'] != 0: return
+    try: os.write(sys.stderr.fileno(), text.encode())
+    except (AttributeError, OSError, ValueError): pass
 
 @contextmanager
+def deferred_stop(sigint:bool=True   # also defer the first Ctrl-C (SIGINT); a Ctrl-C after a stop request aborts
+                 ):
+    "Within the block SIGTERM (and a first Ctrl-C) only set `.requested` and `.signum` on the yielded object, so a loop can stop at a point of its choosing; Ctrl-C after a stop request raises `KeyboardInterrupt` at once."
+    state = SimpleNamespace(requested=False, signum=None)
+    def handler(signum, frame):
+        if state.requested and signal.SIGINT in (signum, state.signum): raise KeyboardInterrupt("stopped at once by a second Ctrl-C")
+        if state.requested: return
+        state.requested, state.signum = True, signum
+        if signum == signal.SIGINT: _notice(STOP_NOTICE)
+    with on_signals(handler, (signal.SIGTERM, signal.SIGINT) if sigint else (signal.SIGTERM,)): yield state
+
 def deferred_sigterm():
-    "Within the block SIGTERM only sets `.requested` on the yielded object, so a loop can stop at a point of its choosing."
-    state = SimpleNamespace(requested=False)
-    with on_sigterm(lambda signum, frame: setattr(state, 'requested', True)): yield state
+    "`deferred_stop` for SIGTERM alone: Ctrl-C keeps raising `KeyboardInterrupt`."
+    return deferred_stop(sigint=False)
 
 @contextmanager
 def distributed_run(timeout_s:int=300):
@@ -202,24 +233,33 @@ def _environ(**values):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+# the signals torchrun's agent takes over (TORCHELASTIC_SIGNALS_TO_HANDLE) and never gives back
+AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
 def launch_local(nprocs:int,                  # ranks to start on this machine
                  module_args:list[str],        # the arguments that follow `python -m module`
                  module:str='astrai_nb.cli',   # what each rank runs
                  prog:str='astrai_nb_train'    # the name in the one-line error
                 ) -> int|None:                 # None when every rank succeeded, 1 when one failed
-    "Run `python -m module *module_args` as `nprocs` ranks under torchrun on this machine, every socket on loopback; SIGTERM raises `Terminated`."
+    "Run `python -m module *module_args` as `nprocs` ranks under torchrun on this machine, every socket on loopback, its logs in a folder removed afterwards; SIGTERM and Ctrl-C raise `Terminated`."
     from torch.distributed.run import main as torchrun
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.multiprocessing.api import SignalException
     store, lo = loopback_store(), loopback_ifname()
+    main = threading.current_thread() is threading.main_thread()
+    handlers = {s: signal.getsignal(s) for s in AGENT_SIGNALS} if main else {}
     try:
         threads = os.environ.get('OMP_NUM_THREADS') or str(threads_per_rank(nprocs))   # set: torchrun need not warn
-        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo, OMP_NUM_THREADS=threads):
+        with _environ(GLOO_SOCKET_IFNAME=lo, NCCL_SOCKET_IFNAME=lo, OMP_NUM_THREADS=threads), \
+             tempfile.TemporaryDirectory(prefix='astrai_nb_torchrun_', ignore_cleanup_errors=True) as logs:
             torchrun(['--rdzv_backend=static', '--master_addr=127.0.0.1', f'--master_port={store.port}', '--nnodes=1', '--node_rank=0',
-                      f'--nproc_per_node={nprocs}', '-m', module, *module_args])
+                      f'--nproc_per_node={nprocs}', f'--log-dir={logs}', '-m', module, *module_args])
     except ChildFailedError as e:
         print(f"{prog}: error: a rank failed (its message is above): {e.name}", file=sys.stderr); return 1
-    except SignalException as e: raise Terminated(f"stopped by signal {e.sigval.name}; every rank was "
-                                                  "stopped (their messages are above)") from None
-    finally: del store
+    except SignalException as e: raise Terminated(f"stopped by {signal_name(e.sigval)}; every rank was stopped "
+                                                  "(their messages are above)", e.sigval) from None
+    finally:
+        for s, h in handlers.items():
+            if h is not None: signal.signal(s, h)
+        del store
     return None

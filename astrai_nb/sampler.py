@@ -193,7 +193,7 @@ def parse_data_mix(spec,                 # 'DIR=RATE DIR=RATE', a list of 'DIR=R
             else: raise ValueError(f"{flag}: {item!r} is neither 'DIR=RATE' nor a [dir, rate] pair, {example}")
     else: raise TypeError(f"{flag} must be DIR=RATE strings or a {{dir: rate}} object, got {type(spec).__name__}")
     if not pairs: raise ValueError(f"{flag} names no source: give at least one DIR=RATE, {example}")
-    rates = {}
+    rates, spelled = {}, {}                 # spelled: {the directory, resolved: as given}
     for path, rate in pairs:
         try: r = float(rate)
         except (TypeError, ValueError):
@@ -202,7 +202,12 @@ def parse_data_mix(spec,                 # 'DIR=RATE DIR=RATE', a list of 'DIR=R
             raise ValueError(f"{flag}: the rate of {path} is {r}; rates must be finite and > 0 (leave a source out instead of "
                              "giving it 0)")
         if str(path) in rates: raise ValueError(f"{flag} names {path} twice: give each directory once")
-        rates[str(path)] = r
+        if Path(path).is_file():
+            raise ValueError(f"{flag}: {path} is a file, not a directory: a source is a directory written by astrai_nb_prepare (its --out), {example}")
+        real = Path(path).resolve()                 # '../data', '../data/' and a symlink to it are one directory
+        if real in spelled:
+            raise ValueError(f"{flag} names one directory twice, as {spelled[real]} and as {path} (both {real}): give each directory once")
+        rates[str(path)], spelled[real] = r, str(path)
     total = sum(rates.values())
     return {k: v / total for k, v in rates.items()}
 

@@ -212,6 +212,7 @@ class GRPOStrategy(Strategy):
     def __init__(self, config:TrainConfig, reference:nn.Module|None=None, tokenizer=None):
         super().__init__(config, reference)
         self.tokenizer, self.scorer = tokenizer, None            # the data's tokenizer (loaded when first needed)
+        self.failures = []                                       # the failed rewards of the latest `prepare` (30_callbacks' RewardFailures shows one)
     def __repr__(self): return f"GRPOStrategy(group_size={self.config.group_size}, kl_coef={self.config.grpo_kl_coef})"
     def max_units(self, batch_size:int, window:int) -> int: return batch_size * self.config.group_size   # answers
     @property
@@ -237,6 +238,7 @@ class GRPOStrategy(Strategy):
             ro = rollout(g, prompts, c.group_size, params, c.random_seed, key)
         finally: raw.train(was)
         rewards, failures = score_rollout(self.scorer, ro, batch['answer'])
+        self.failures = failures
         for line in format_failures(failures): print(f"grpo: {line}", file=sys.stderr, flush=True)
         rows = rollout_batch(ro, self.tokenizer.pad_id)
         return {**rows, 'advantages': group_advantages(rewards, c.group_size),

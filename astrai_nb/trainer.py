@@ -4,7 +4,7 @@
 
 # %% ../nbs/34_trainer.ipynb #578c838b
 from __future__ import annotations
-import copy, fcntl, hashlib, json, math, os, random, re, shutil, socket, sys, time, warnings
+import copy, fcntl, hashlib, json, math, os, random, re, shutil, signal, socket, sys, time, warnings
 from types import SimpleNamespace
 from dataclasses import fields
 from dataclasses import dataclass, field
@@ -21,18 +21,20 @@ from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler, parse_data_mix, source_names
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
-from .parallel import Executor, ExecutorFactory, Terminated, deferred_sigterm, dist_env, threads_per_rank
-from .checkpoint import (Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints)
+from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
+from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
+                                  list_checkpoints, existing_checkpoints)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
-                                 GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver)
+                                 GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
+                                 RewardFailures)
 
 # %% auto #0
 __all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
            'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
-           'mixture_info', 'run_data_info', 'load_datasets', 'load_initial_weights', 'check_fits', 'available_memory',
-           'training_memory', 'check_memory', 'split_global_batch', 'weights_sha256', 'check_reference',
-           'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics', 'StageBoundary', 'SourceTokens']
+           'mixture_info', 'run_data_info', 'load_datasets', 'check_param_path', 'load_initial_weights', 'check_fits',
+           'available_memory', 'training_memory', 'check_memory', 'split_global_batch', 'weights_sha256',
+           'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics',
+           'StageBoundary', 'SourceTokens']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -125,6 +127,12 @@ class TrainContext:
                              f"The newest checkpoint is {last or 'none'}. Lower --max_lr, set --max_grad_norm, "
                              f"or pass --nan_policy skip to skip such steps.")
 
+    def newest_checkpoint(self) -> str:
+        "Where the run stands on disk, for messages: 'saved in <step dir>' when the newest checkpoint is of the last finished step, else 'the newest checkpoint is <step dir or none>'."
+        last = latest_checkpoint(self.ckpt_dir, hashes=False)
+        if last is not None and last.name == f'step_{self.iteration}': return f"saved in {last}"
+        return f"the newest checkpoint is {last or 'none'}"
+
 # %% ../nbs/34_trainer.ipynb #4162f8ee
 @patch
 def unwrap(self:TrainContext):
@@ -145,16 +153,22 @@ class Trainer:
         lock = ctx.claim_ckpt_dir()
         try:
             self._run('on_train_begin')
-            with deferred_sigterm() as self.stop:
+            with deferred_stop() as self.stop:                      # SIGTERM, Ctrl-C: finish the step, save it, stop
                 stopped = self._epochs()
                 self._run('on_train_end')                          # the CheckpointSaver saves the last step here
+        except KeyboardInterrupt:
+            if not self.stop.requested: raise                      # Ctrl-C outside the loop
+            raise KeyboardInterrupt(f"stopped at once by a second Ctrl-C; {ctx.iteration} steps were finished, "
+                                    f"{ctx.newest_checkpoint()}: continue from it with the same command and --resume auto") from None
         finally:
             ctx.unwrap()
             if lock is not None: lock.release()
         if stopped:
-            raise Terminated(f"stopped by SIGTERM after step {ctx.iteration}; the newest checkpoint is "
-                             f"{latest_checkpoint(ctx.ckpt_dir, hashes=False) or 'none'}: continue "
-                             "with --resume auto")
+            signum = self.stop.signum or signal.SIGTERM            # a rank that only heard of it from another: SIGTERM
+            if ctx.rank != 0: raise Terminated(f"rank {ctx.rank} stopped by {signal_name(signum)} after step {ctx.iteration}, "
+                                               "with every rank; rank 0 saves the checkpoint", signum)
+            raise Terminated(f"stopped by {signal_name(signum)} after step {ctx.iteration}, {ctx.newest_checkpoint()}: "
+                             "continue with the same command and --resume auto", signum)
         return ctx
 
     def _epochs(self) -> bool:
@@ -322,6 +336,7 @@ class TrainContextBuilder:
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
         if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
         if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
+        if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
         if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
         if self.rank == 0:
@@ -395,6 +410,9 @@ def mixture_info(data_mix, flag:str='--data_mix') -> dict:
 
 def run_data_info(config:TrainConfig) -> dict:
     "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`; kl's `stage2_data_mix` in `stage2` and in the `data_hash`."
+    if config.data_mix is None and config.data_root_path is not None and Path(config.data_root_path).is_file():
+        raise ValueError(f"--data_root_path {config.data_root_path} is a file, not a directory: give the directory astrai_nb_prepare wrote "
+                         "(its --out), which holds meta.json, the tokenizer and the data")
     info = mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
     if config.stage2_data_mix is None: return info
     stage2 = mixture_info(config.stage2_data_mix, '--stage2_data_mix')
@@ -423,6 +441,19 @@ def _load_mix(data_mix, kind:str, window_size:int) -> tuple[Dataset, Dataset|Non
     vals = [v for _, v, _ in parts if v is not None and len(v)]
     return (torch.utils.data.ConcatDataset([t for t, _, _ in parts]),
             torch.utils.data.ConcatDataset(vals) if vals else None, parts[0][2])
+
+def check_param_path(path,
+                     needed:bool=True):   # False: a resume that reads no weights from it, which may be gone by now
+    "Refuse a --param_path that is missing, a folder of checkpoints, or a directory with a meta.json that is not a whole checkpoint (a prepared data directory, say), before anything reads it."
+    path = Path(path)
+    if not path.exists():
+        if needed: raise FileNotFoundError(f"--param_path {path} does not exist; {existing_checkpoints(path.parent)}")
+        return
+    if (path / META).exists():
+        try: check_checkpoint(path, hashes=False)
+        except CheckpointError as e: raise CheckpointError(f"--param_path: {e}") from None
+    elif path.is_dir() and not (path / 'config.json').exists() and (steps := list_checkpoints(path)):
+        raise ValueError(f"--param_path {path} is a folder of checkpoints, not one: pass one of its step directories, e.g. the newest, {steps[-1]}")
 
 def load_initial_weights(model:Transformer, path):
     "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory (a reward model's head may be missing)."
@@ -523,6 +554,7 @@ def resolve(self:TrainContextBuilder):
     "The checkpoint to resume, the data's identity and the model config, checked before anything is allocated or written."
     c = self.config
     self.resume_path = self._resume_path()
+    if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or bool(c.lora_rank))
     self.data = run_data_info(c) if self.datasets is None else None
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
     kind = self.strategy.data_kind
@@ -537,13 +569,29 @@ def resolve(self:TrainContextBuilder):
     if c.num_workers > cores:
         raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
                          f"workers only read windows of memory-mapped shards, so 0 to {cores} is plenty")
+    if c.lora_rank: self.check_lora_start()
     if self.model is None:
         lora = 0
         if c.lora_rank:
-            from astrai_nb.lora import lora_num_params   # lazy: 35_lora comes after this notebook
+            from astrai_nb.lora import lora_num_params, lora_shapes, check_lora_rank   # lazy: 35_lora comes after this notebook
+            check_lora_rank(lora_shapes(self.model_config), c.lora_rank, c.lora_targets)
             lora = lora_num_params(self.model_config, c.lora_rank, c.lora_targets)
         check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'],
                      reference=self.strategy.needs_reference and not lora, lora=lora)   # a LoRA reference is the base itself
+
+# %% ../nbs/34_trainer.ipynb #e4c2a7b1
+@patch
+def check_lora_start(self:TrainContextBuilder):
+    "Refuse LoRA over the random initialisation for pretraining, warn for the other train types (a fresh run without --param_path)."
+    c = self.config
+    if c.param_path is not None or self.resume_path is not None or self.model is not None: return
+    if self.strategy.data_kind == 'pretrain':
+        raise ValueError(f"--lora_rank {c.lora_rank} with --train_type {c.train_type} and no --param_path would train adapters over randomly "
+                         "initialised weights, which stay random (embeddings, output and every block weight frozen): leave out --lora_rank "
+                         "to pretrain every weight, or give --param_path a trained checkpoint or Hugging Face model to adapt")
+    if self.rank == 0:
+        print(f"lora: warning: no --param_path, so the adapters train over the random initial weights of --random_seed {c.random_seed}, "
+              "not over a trained model; give --param_path the model to fine-tune", file=sys.stderr, flush=True)
 
 # %% ../nbs/34_trainer.ipynb #9cbee88e
 def _near(n:int, unit:int) -> str:
@@ -616,12 +664,22 @@ def build_model(self:TrainContextBuilder):
     # the strategy's additions (the reward model's head) come before any weights are loaded
     self.raw = self.strategy.setup_model(self.model if self.model is not None else Transformer(mcfg)).to(self.device)
     if c.param_path is not None and (self.resume_path is None or c.lora_rank): load_initial_weights(self.raw, c.param_path)
-    saved = None if self.resume_path is None else check_checkpoint(self.resume_path, hashes=False).get('lora')
+    meta = None if self.resume_path is None else check_checkpoint(self.resume_path, hashes=False)
+    saved = None
+    if meta is not None and 'lora' in meta:
+        from astrai_nb.lora import check_lora_record            # lazy: 35_lora comes after this notebook
+        saved = check_lora_record(meta['lora'], self.resume_path)
     if self.resume_path is not None and bool(saved) != bool(c.lora_rank):
         raise ValueError(f"cannot resume from {self.resume_path}: it was written by a run "
                          + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
                             if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
                             f"a LoRA run from its weights with --param_path {self.resume_path}"))
+    if saved and c.lora_rank:
+        from astrai_nb.lora import lora_differences
+        if diff := lora_differences(saved, c):
+            raise ValueError(f"cannot resume from {self.resume_path}: its LoRA settings differ from this run's ({'; '.join(diff)}): resume "
+                             f"with the checkpoint's settings, or train new adapters over its weights with --param_path {self.resume_path} "
+                             "and another --ckpt_dir")
     if c.lora_rank: self.add_adapters(saved)
 
 @patch
