@@ -168,12 +168,6 @@ def _utf8_problem(s:str) -> str|None:
 
 def _utf8_len(s:str) -> int: return len(s) if s.isascii() else len(s.encode('utf-8'))
 
-def _jsonl_line(path, k:int) -> int:
-    "The line of row `k` of a JSON-lines file (rows as `read_jsonl` returns them, blank lines skipped)."
-    for n, (i, _) in enumerate(iter_jsonl(path)):
-        if n == k: return i
-    raise IndexError(k)
-
 def _json_texts(path:Path, text_key:str) -> Iterator[str]:
     "The `text_key` strings of a JSON-lines file, a line at a time, each checked; errors name the file and line."
     n = 0
@@ -185,7 +179,7 @@ def _json_texts(path:Path, text_key:str) -> Iterator[str]:
         yield t
     if not n: raise ValueError(f"{path} holds no JSON lines: no documents to read")
 
-# %% ../nbs/02_prepare.ipynb #82cd154d
+# %% ../nbs/02_prepare.ipynb #a7956a95
 def _parquet_texts(path:Path, text_key:str, rows:int=256) -> Iterator[str]:
     "The strings of column `text_key` of a parquet file, `rows` rows at a time, checked: strings, no nulls."
     import pyarrow as pa, pyarrow.parquet as pq                   # lazy: see the import cell
@@ -458,7 +452,7 @@ def _cuttable(tok:TextTokenizer) -> bool:
     specials = all(t.special for t in b.get_added_tokens_decoder().values())
     return b.normalizer is None and byte_level and specials
 
-# %% ../nbs/02_prepare.ipynb #b9efe841
+# %% ../nbs/02_prepare.ipynb #fae8edf3
 BATCH_CHARS = 2**20   # characters per `encode_batch` call
 
 def encode_pieces(tok:TextTokenizer,                 # the tokenizer
@@ -672,19 +666,24 @@ def _row_problem(row:dict, kind:str) -> str|None:
         if p: return p
     return None
 
+def _post_rows(files:Sequence[Path], kind:str) -> Iterator[dict]:
+    "The rows of post-training JSONL files, a line at a time, each checked for `kind`; errors name the file and line."
+    _check_kind(kind)
+    for path in files:
+        _check_exists(path)
+        n = 0
+        for i, row in iter_jsonl(path):
+            problem = _row_problem(row, kind)
+            if problem: raise ValueError(f"{path}:{i}: {problem}")
+            n += 1
+            yield row
+        if not n: raise ValueError(f"{path} holds no JSON lines: no {kind} examples to read")
+
 def read_post_rows(path,        # a JSON-lines file
                    kind:str,    # 'sft', 'dpo' or 'grpo'
                   ) -> list[dict]:
     "The rows of a post-training JSONL file, each checked for `kind`; errors name the file and line."
-    _check_kind(kind)
-    path = Path(path)
-    _check_exists(path)
-    rows = read_jsonl(path)
-    if not rows: raise ValueError(f"{path} holds no JSON lines: no {kind} examples to read")
-    for k, row in enumerate(rows):
-        problem = _row_problem(row, kind)
-        if problem: raise ValueError(f"{path}:{_jsonl_line(path, k)}: {problem}")
-    return rows
+    return list(_post_rows([Path(path)], kind))
 
 def sft_messages(row:Mapping) -> list[dict]:
     "The conversation of an SFT row: its `messages`, or a user turn (`prompt`) and a reply (`response`)."
@@ -937,7 +936,7 @@ def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for 
     _fsync_dir(out.parent)
     return meta, seconds
 
-# %% ../nbs/02_prepare.ipynb #f5c715bd
+# %% ../nbs/02_prepare.ipynb #2b97ce11
 SAMPLE_WORD_CHARS = 2**22   # the tokenizer trainer is given at most this many characters of distinct words
 
 def tokenizer_sample(pieces:Iterable[str],  # the corpus, in pieces
@@ -953,15 +952,15 @@ def tokenizer_sample(pieces:Iterable[str],  # the corpus, in pieces
         credit += rate * n
         if credit < n: continue
         credit -= n
-        new = set(p.split()).difference(seen)
-        word_chars += sum(map(len, new)) + len(new)
+        words, known = p.split(), len(seen)
+        seen.update(words)
+        word_chars += (len(seen) - known) * len(p) / max(len(words), 1)   # new words, at this piece's mean length
         if word_chars > SAMPLE_WORD_CHARS:
             warnings.warn(f"the tokenizer is trained on {taken / 1e6:.1f} MB of text only: past that the text held "
                           f"more than {SAMPLE_WORD_CHARS:,} characters of distinct words, and the tokenizer trainer "
                           "needs about 100 bytes for each (random strings, hashes and numbers make many); "
                           "the shards hold all the text")
             return
-        seen |= new
         taken += n
         yield p
 
@@ -1039,7 +1038,7 @@ def _counted(chunks:Iterable[tuple[str, bool]], bar) -> Iterator[tuple[str, bool
         bar.update(_utf8_len(text))
         yield text, last
 
-# %% ../nbs/02_prepare.ipynb #b93e1514
+# %% ../nbs/02_prepare.ipynb #b524fddb
 def _prepare_pretrain(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     "Pretraining: documents -> tokenizer -> train.bin/val.bin in `staging`, streamed; the meta and the seconds taken."
     t, skipped = [time.perf_counter()], []
@@ -1086,49 +1085,46 @@ def _post_texts(rows:Sequence[Mapping], kind:str) -> Iterator[str]:
         if kind == 'sft': yield from (m['content'] for m in sft_messages(r))
         else: yield from (str(r[k]) for k in _POST_KEYS[kind])
 
-def _post_lengths(rows:Sequence[Mapping], kind:str, tok:TextTokenizer) -> np.ndarray:
-    "Token ids per row: the conversation (sft), chosen + rejected (dpo), the generation prompt (grpo)."
+def _post_length(row:Mapping, kind:str, tok:TextTokenizer) -> int:
+    "Token ids of a row: the conversation (sft), chosen + rejected (dpo), the generation prompt (grpo)."
     def n(messages, **kw) -> int: return len(tok.encode_chat(messages, **kw)[0])
-    if kind == 'sft': return np.array([n(sft_messages(r)) for r in rows])
-    if kind == 'dpo':
-        return np.array([n(dpo_messages(r, 'chosen')) + n(dpo_messages(r, 'rejected')) for r in rows])
-    return np.array([n(prompt_messages(r), add_generation_prompt=True) for r in rows])
+    if kind == 'sft': return n(sft_messages(row))
+    if kind == 'dpo': return n(dpo_messages(row, 'chosen')) + n(dpo_messages(row, 'rejected'))
+    return n(prompt_messages(row), add_generation_prompt=True)
 
-def _write_rows(path:Path, rows:Iterable[Mapping]) -> str:
-    "Write `rows` as UTF-8 JSON lines (as `write_jsonl`, straight into the staging folder); their SHA-256."
-    h = hashlib.sha256()
-    with open(path, 'wb') as f:
-        for r in rows:
-            line = (json.dumps(r, ensure_ascii=False) + '\n').encode('utf-8')
-            f.write(line)
-            h.update(line)
-        f.flush()
-        os.fsync(f.fileno())
-    return h.hexdigest()
-
-def _write_post_splits(staging:Path, rows:Sequence[Mapping], is_val:np.ndarray, lengths:np.ndarray) -> dict:
-    "Write the rows of each split to `staging` (train.jsonl, val.jsonl); per split: file, sha256, counts."
-    splits = {}
-    with _room_for('the JSONL splits', staging):
-        for name, keep in (('train', ~is_val), ('val', is_val)):
-            sha = _write_rows(staging/f'{name}.jsonl', (r for r, k in zip(rows, keep) if k))
-            splits[name] = {'file': f'{name}.jsonl', 'sha256': sha, 'examples': int(keep.sum()),
-                            'tokens': int(lengths[keep].sum()), 'max_tokens': int(lengths[keep].max())}
-    return splits
+def _write_post_splits(staging:Path, rows:Iterable[Mapping], is_val:Iterable[bool], kind:str, tok:TextTokenizer) -> dict:
+    "Copy each row to `staging`'s train.jsonl or val.jsonl as it comes, counting its tokens; per split: file, sha256, counts."
+    splits = {n: {'file': f'{n}.jsonl', 'examples': 0, 'tokens': 0, 'max_tokens': 0} for n in ('train', 'val')}
+    hashes = {n: hashlib.sha256() for n in splits}
+    with _room_for('the JSONL splits', staging), ExitStack() as files:
+        out = {n: files.enter_context(open(staging/f'{n}.jsonl', 'wb')) for n in splits}
+        for row, v in zip(rows, is_val):
+            name, k = 'val' if v else 'train', _post_length(row, kind, tok)
+            line = (json.dumps(row, ensure_ascii=False) + '\n').encode('utf-8')
+            out[name].write(line)
+            hashes[name].update(line)
+            s = splits[name]
+            s['examples'], s['tokens'], s['max_tokens'] = s['examples'] + 1, s['tokens'] + k, max(s['max_tokens'], k)
+        for f in out.values():
+            f.flush()
+            os.fsync(f.fileno())
+    for n, s in splits.items(): s['sha256'] = hashes[n].hexdigest()
+    return {n: {k: s[k] for k in ('file', 'sha256', 'examples', 'tokens', 'max_tokens')} for n, s in splits.items()}
 
 def _prepare_post(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
-    "Post-training: rows -> tokenizer -> train.jsonl/val.jsonl in `staging`; the meta and the seconds taken."
+    "Post-training: rows -> tokenizer -> train.jsonl/val.jsonl in `staging`, streamed; the meta and the seconds taken."
     t, files = [time.perf_counter()], [Path(f) for f in c.input]
-    rows = [r for f in files for r in read_post_rows(f, c.kind)]
-    is_val = split_documents(len(rows), c.val_fraction, c.seed)
+    rows = lambda: _post_rows(files, c.kind)
+    n_rows, n_texts = 0, 0
+    for r in rows(): n_rows, n_texts = n_rows + 1, n_texts + sum(1 for _ in _post_texts([r], c.kind))
+    val_flags(n_rows, c.val_fraction, c.seed)                                   # checked now, before the long steps
     t.append(time.perf_counter())
-    n_texts = sum(1 for _ in _post_texts(rows, c.kind))
     if c.tokenizer is not None: tok = TextTokenizer.load(c.tokenizer)
-    else: tok = _train_tokenizer(_post_texts(rows, c.kind), n_texts, c, ' texts')
+    else: tok = _train_tokenizer(_post_texts(rows(), c.kind), n_texts, c, ' texts')
     t.append(time.perf_counter())
-    lengths = _post_lengths(rows, c.kind, tok)
+    flags = itertools.chain.from_iterable(val_flags(n_rows, c.val_fraction, c.seed))
+    splits = _write_post_splits(staging, rows(), flags, c.kind, tok)
     t.append(time.perf_counter())
-    splits = _write_post_splits(staging, rows, is_val, lengths)
     tok.save(staging)
     t.append(time.perf_counter())
     meta = {**_meta_head(c.kind, tok, splits), 'splits': splits, 'corpus': 'files', 'python': None,
