@@ -179,7 +179,7 @@ def _json_texts(path:Path, text_key:str) -> Iterator[str]:
         yield t
     if not n: raise ValueError(f"{path} holds no JSON lines: no documents to read")
 
-# %% ../nbs/02_prepare.ipynb #a7956a95
+# %% ../nbs/02_prepare.ipynb #3ccf8914
 def _parquet_texts(path:Path, text_key:str, rows:int=256) -> Iterator[str]:
     "The strings of column `text_key` of a parquet file, `rows` rows at a time, checked: strings, no nulls."
     import pyarrow as pa, pyarrow.parquet as pq                   # lazy: see the import cell
@@ -452,7 +452,7 @@ def _cuttable(tok:TextTokenizer) -> bool:
     specials = all(t.special for t in b.get_added_tokens_decoder().values())
     return b.normalizer is None and byte_level and specials
 
-# %% ../nbs/02_prepare.ipynb #fae8edf3
+# %% ../nbs/02_prepare.ipynb #e605bcc4
 BATCH_CHARS = 2**20   # characters per `encode_batch` call
 
 def encode_pieces(tok:TextTokenizer,                 # the tokenizer
@@ -936,7 +936,7 @@ def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for 
     _fsync_dir(out.parent)
     return meta, seconds
 
-# %% ../nbs/02_prepare.ipynb #2b97ce11
+# %% ../nbs/02_prepare.ipynb #4dd51edb
 SAMPLE_WORD_CHARS = 2**22   # the tokenizer trainer is given at most this many characters of distinct words
 
 def tokenizer_sample(pieces:Iterable[str],  # the corpus, in pieces
@@ -1038,7 +1038,7 @@ def _counted(chunks:Iterable[tuple[str, bool]], bar) -> Iterator[tuple[str, bool
         bar.update(_utf8_len(text))
         yield text, last
 
-# %% ../nbs/02_prepare.ipynb #b524fddb
+# %% ../nbs/02_prepare.ipynb #12179bd9
 def _prepare_pretrain(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     "Pretraining: documents -> tokenizer -> train.bin/val.bin in `staging`, streamed; the meta and the seconds taken."
     t, skipped = [time.perf_counter()], []
