@@ -93,6 +93,9 @@ def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
     "The flags given on the command line (`sys.argv[1:]` by default), as settings."
     return vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
 
+# %% ../nbs/50_cli.ipynb #9ab1c2d5
+from .parallel import on_sigterm, _raise_terminated
+
 # %% ../nbs/50_cli.ipynb #04a14749
 def _mb(n:int) -> str: return f"{n / 1e6:.1f} MB"
 
@@ -134,11 +137,12 @@ def prepare(**settings) -> tuple[dict, dict]:
     return meta, seconds
 
 def prepare_cli(argv:list[str]|None=None) -> int|None:
-    "Console script `astrai_nb_prepare`: one line on stderr and exit status 1 for any error a user can fix."
+    "Console script `astrai_nb_prepare`: one line on stderr and exit status 1 for any error a user can fix; SIGTERM as Ctrl-C."
     parser = config_parser(PrepareConfig, 'astrai_nb_prepare', 'Prepare a data directory: a tokenizer (trained or given) '
                            'and token shards (pretrain) or checked JSON lines (sft, dpo, grpo).',
                            {'kind': KINDS, 'dtype': SHARD_DTYPES})
-    return run_script('astrai_nb_prepare', lambda: prepare(**_settings(parser, argv)) and None)
+    with on_sigterm(_raise_terminated):             # `Terminated` unwinds like Ctrl-C: prepare_data removes its folder
+        return run_script('astrai_nb_prepare', lambda: prepare(**_settings(parser, argv)) and None)
 
 # %% ../nbs/50_cli.ipynb #59e36208
 DEFAULT_DATA = 'data/builtin'   # where the main job prepares the built-in corpus
