@@ -17,7 +17,7 @@ from .mask import causal_mask, padding_mask, document_ids, document_mask
 from .rope import rope_frequencies, precompute_rope, apply_rotary_emb
 
 # %% auto #0
-__all__ = ['figure_png', 'explorer', 'show_mask', 'view_mask', 'explore_mask', 'show_frequencies', 'show_rope_table',
+__all__ = ['figure_png', 'fits', 'explorer', 'show_mask', 'view_mask', 'explore_mask', 'show_frequencies', 'show_rope_table',
            'show_rotation', 'RopeFigure', 'view_rope', 'explore_rope']
 
 # %% ../nbs/15_viz.ipynb #c9efb881
@@ -27,17 +27,22 @@ def figure_png(fig:plt.Figure,  # the figure to render (pyplot's, or one of its 
     "Draw `fig` once and crop its empty margin: the picture of its tight bounding box, drawn once instead of twice."
     canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     canvas.draw()
-    a = np.asarray(canvas.buffer_rgba())[..., :3]                                # (H, W, 3)
-    bg = (np.asarray(fig.get_facecolor()[:3]) * 255).round().astype(np.uint8)    # (3,) the background
-    ink = (a != bg).any(-1)                                                      # (H, W) what is drawn
+    a = np.asarray(canvas.buffer_rgba())                                         # (H, W, 4)
+    bg = (np.asarray(fig.get_facecolor()) * 255).round().astype(np.uint8)        # (4,) the background, RGBA
+    ink = a.view(np.uint32)[..., 0] != bg.view(np.uint32)[0]                     # (H, W) what is drawn: a pixel, one compare
     legends = [l.get_window_extent() for l in [ax.get_legend() for ax in fig.axes] + fig.legends if l]
     beside = any(b.x0 < 0 or b.y0 < 0 or b.x1 > a.shape[1] or b.y1 > a.shape[0] for b in legends)
     if beside or ink[[0, -1]].any() or ink[:, [0, -1]].any():    # drawn past an edge: matplotlib fits it
         buf = io.BytesIO(); fig.savefig(buf, format='png', bbox_inches='tight'); return buf.getvalue()
     rows, cols = ink.any(1).nonzero()[0], ink.any(0).nonzero()[0]
     if len(rows): a = a[max(rows[0] - pad, 0):rows[-1] + 1 + pad, max(cols[0] - pad, 0):cols[-1] + 1 + pad]
-    buf = io.BytesIO(); PIL.Image.fromarray(a).save(buf, format='png', compress_level=1)
+    buf = io.BytesIO(); PIL.Image.fromarray(a[..., :3]).save(buf, format='png', compress_level=1)
     return buf.getvalue()
+
+def fits(fig:plt.Figure) -> bool:   # whether all it draws lies inside it, so that `figure_png` draws it once
+    "Whether the tight bounding box of what `fig` draws lies inside the figure."
+    bb, (w, h) = fig.get_tightbbox(), fig.get_size_inches()                      # inches
+    return bb.x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w and bb.y1 <= h
 
 # %% ../nbs/15_viz.ipynb #57fad354
 _RUN = 'It needs a running kernel: run the notebook (Run ▸ Run All Cells) to move its sliders here.'
@@ -59,7 +64,8 @@ def explorer(view:Callable,               # draws the picture; called with the w
              **widgets                    # a widget (or what `interactive` makes one of) per argument of `view`
             ) -> 'ipywidgets.interactive': # `.result`: what `view` last returned; `.view`: `view`
     "An `interactive` over `view`: each change drawn once, labels whole, and a saved output that says to run it."
-    from IPython.display import Image, display   # with ipywidgets: only the explorers need IPython
+    import ipywidgets as W              # here, not at the top: only the explorers need it (and IPython)
+    from IPython.display import Image, display
     @functools.wraps(view)
     def draw(**kwargs):
         before = set(plt.get_fignums())
@@ -70,7 +76,10 @@ def explorer(view:Callable,               # draws the picture; called with the w
         return res
     w = _explorer_class()(draw, **widgets)
     w.view, ws = view, [c for c in w.kwargs_widgets if hasattr(c, 'style')]   # fixed arguments have no style
-    for c in ws: c.style.description_width = f'{max(len(c.description) for c in ws) + 1}ch'
+    width = max(len(c.description) for c in ws) + 1                                # in characters
+    for c in ws:
+        c.style.description_width = f'{width}ch'
+        if 'Slider' in type(c).__name__ or isinstance(c, W.Text): c.layout.width = f'calc({width}ch + 320px)'   # as long a track as with no label
     names = [c.description for c in ws]
     w.note = f"Explorer: {', '.join(names)}. {_RUN}" + (f' {note}' if note else '')
     w.note_html = ('<div style="border-left: 4px solid #3d6fb6; padding: 4px 12px; background-color: #f3f6fb">'
