@@ -79,7 +79,8 @@ def explorer(view:Callable,               # draws the picture; called with the w
     width = max(len(c.description) for c in ws) + 1                                # in characters
     for c in ws:
         c.style.description_width = f'{width}ch'
-        if 'Slider' in type(c).__name__ or isinstance(c, W.Text): c.layout.width = f'calc({width}ch + 320px)'   # as long a track as with no label
+        if 'Slider' in type(c).__name__ or isinstance(c, W.Text):                  # longer by the label: the track stays
+            c.layout.width = f'calc({width}ch + 320px)'
     names = [c.description for c in ws]
     w.note = f"Explorer: {', '.join(names)}. {_RUN}" + (f' {note}' if note else '')
     w.note_html = ('<div style="border-left: 4px solid #3d6fb6; padding: 4px 12px; background-color: #f3f6fb">'
