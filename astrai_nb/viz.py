@@ -4,8 +4,12 @@
 
 # %% ../nbs/15_viz.ipynb #9efc10f6
 from __future__ import annotations
-import math, re
+import functools, html, io, math, re
+from collections.abc import Callable
+import numpy as np
+import PIL.Image
 import matplotlib.pyplot as plt
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.patches import Patch
 import torch
 from torch import Tensor
@@ -13,8 +17,76 @@ from .mask import causal_mask, padding_mask, document_ids, document_mask
 from .rope import rope_frequencies, precompute_rope, apply_rotary_emb
 
 # %% auto #0
-__all__ = ['show_mask', 'view_mask', 'explore_mask', 'show_frequencies', 'show_rope_table', 'show_rotation', 'view_rope',
-           'explore_rope']
+__all__ = ['figure_png', 'fits', 'explorer', 'show_mask', 'view_mask', 'explore_mask', 'show_frequencies', 'show_rope_table',
+           'show_rotation', 'RopeFigure', 'view_rope', 'explore_rope']
+
+# %% ../nbs/15_viz.ipynb #c9efb881
+def figure_png(fig:plt.Figure,  # the figure to render (pyplot's, or one of its own)
+               pad:int=8        # pixels of background kept around the drawing
+              ) -> bytes:       # a PNG of the figure, its empty margin cropped
+    "Draw `fig` once and crop its empty margin: the picture of its tight bounding box, drawn once instead of twice."
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()
+    a = np.asarray(canvas.buffer_rgba())                                         # (H, W, 4)
+    bg = (np.asarray(fig.get_facecolor()) * 255).round().astype(np.uint8)        # (4,) the background, RGBA
+    ink = a.view(np.uint32)[..., 0] != bg.view(np.uint32)[0]                     # (H, W) what is drawn: a pixel, one compare
+    legends = [l.get_window_extent() for l in [ax.get_legend() for ax in fig.axes] + fig.legends if l]
+    beside = any(b.x0 < 0 or b.y0 < 0 or b.x1 > a.shape[1] or b.y1 > a.shape[0] for b in legends)
+    if beside or ink[[0, -1]].any() or ink[:, [0, -1]].any():    # drawn past an edge: matplotlib fits it
+        buf = io.BytesIO(); fig.savefig(buf, format='png', bbox_inches='tight'); return buf.getvalue()
+    rows, cols = ink.any(1).nonzero()[0], ink.any(0).nonzero()[0]
+    if len(rows): a = a[max(rows[0] - pad, 0):rows[-1] + 1 + pad, max(cols[0] - pad, 0):cols[-1] + 1 + pad]
+    buf = io.BytesIO(); PIL.Image.fromarray(a[..., :3]).save(buf, format='png', compress_level=1)
+    return buf.getvalue()
+
+def fits(fig:plt.Figure) -> bool:   # whether all it draws lies inside it, so that `figure_png` draws it once
+    "Whether the tight bounding box of what `fig` draws lies inside the figure."
+    bb, (w, h) = fig.get_tightbbox(), fig.get_size_inches()                      # inches
+    return bb.x0 >= 0 and bb.y0 >= 0 and bb.x1 <= w and bb.y1 <= h
+
+# %% ../nbs/15_viz.ipynb #57fad354
+_RUN = 'It needs a running kernel: run the notebook (Run ▸ Run All Cells) to move its sliders here.'
+
+@functools.cache
+def _explorer_class() -> type:
+    "The explorers' class, made on first use."
+    import ipywidgets as W              # here, not at the top: only the explorers need it (and IPython)
+    class Explorer(W.interactive):
+        "An `ipywidgets.interactive` whose output, where no kernel runs it, is a note that says what to do."
+        note = note_html = ''
+        def _repr_mimebundle_(self, **kwargs):
+            return {**super()._repr_mimebundle_(**kwargs), 'text/plain': self.note, 'text/html': self.note_html}
+    return Explorer
+
+def explorer(view:Callable,               # draws the picture; called with the widgets' values on every change
+             fig:plt.Figure|None=None,    # the one figure `view` draws on (None: it makes pyplot figures)
+             note:str='',                 # a sentence more for the reader with no kernel
+             **widgets                    # a widget (or what `interactive` makes one of) per argument of `view`
+            ) -> 'ipywidgets.interactive': # `.result`: what `view` last returned; `.view`: `view`
+    "An `interactive` over `view`: each change drawn once, labels whole, and a saved output that says to run it."
+    import ipywidgets as W              # here, not at the top: only the explorers need it (and IPython)
+    from IPython.display import Image, display
+    @functools.wraps(view)
+    def draw(**kwargs):
+        before = set(plt.get_fignums())
+        res = view(**kwargs)
+        made = [plt.figure(n) for n in plt.get_fignums() if n not in before]
+        for f in made if fig is None else [fig]: display(Image(figure_png(f)))
+        for f in made: plt.close(f)
+        return res
+    w = _explorer_class()(draw, **widgets)
+    w.view, ws = view, [c for c in w.kwargs_widgets if hasattr(c, 'style')]   # fixed arguments have no style
+    width = max(len(c.description) for c in ws) + 1                                # in characters
+    for c in ws:
+        c.style.description_width = f'{width}ch'
+        if 'Slider' in type(c).__name__ or isinstance(c, W.Text):                  # longer by the label: the track stays
+            c.layout.width = f'calc({width}ch + 320px)'
+    names = [c.description for c in ws]
+    w.note = f"Explorer: {', '.join(names)}. {_RUN}" + (f' {note}' if note else '')
+    w.note_html = ('<div style="border-left: 4px solid #3d6fb6; padding: 4px 12px; background-color: #f3f6fb">'
+                   f"<b>Explorer</b>: {', '.join(f'<code>{html.escape(n)}</code>' for n in names)}. "
+                   f'{html.escape(_RUN)}' + (f' {html.escape(note)}' if note else '') + '</div>')
+    return w
 
 # %% ../nbs/15_viz.ipynb #acd1d3bd
 _MASK_KINDS = (('allowed (0)', '#3d6fb6'), ('masked (dtype min)', '#f2a541'), ('masked (-inf)', '#e4e4e4'))
@@ -72,7 +144,7 @@ def view_mask(seq_len:int=4,        # T: queries, the last T of the kv_len posit
               kv_len:int=10,        # S: keys (S > T is cached decoding)
               n_pad:int=3,          # left padding: the first n_pad keys are padding
               eos_at:str|list='',   # eos positions, e.g. '2, 6': documents end there (past kv_len: ignored)
-              ax:plt.Axes|None=None # axes to draw on (default: a new figure)
+              ax:plt.Axes|None=None # axes to draw on (default: a new figure that holds the whole drawing)
              ) -> Tensor:           # (T, S) the mask drawn
     "Build the causal (+ padding, + document) mask these settings describe with the real functions, draw it."
     T, S = seq_len, kv_len
@@ -88,8 +160,13 @@ def view_mask(seq_len:int=4,        # T: queries, the last T of the kv_len posit
         m = m + padding_mask(am)[0, 0]                                  # (1, S) broadcasts over the queries
     name = lambda j: 'eos' if j in eos else 'pad' if j < n_pad else str(j)
     parts = [f'causal_mask({T}, {S})'] + [f'padding ({n_pad})'] * bool(n_pad)
-    parts += [f'documents (eos at {eos})'] * bool(eos)
-    show_mask(m, ax=ax, title=' + '.join(parts),
+    title = ' + '.join(parts + [f'documents (eos at {eos})'] * bool(eos))
+    if ax is None:                      # inches: 0.9 left of the cells, 2.5 right (the legend), 0.75 below, 0.55 above
+        cell = min(0.42, 10 / S, 7 / T)
+        w, h = max(cell * S + 3.4, 0.1 * len(title) + 1.6), cell * T + 1.3    # the title centred over the cells fits
+        fig, ax = plt.subplots(figsize=(w, h))
+        fig.subplots_adjust(left=0.9 / w, right=1 - 2.5 / w, bottom=0.75 / h, top=1 - 0.55 / h)
+    show_mask(m, ax=ax, title=title,
               qlabels=[name(j) for j in range(S - T, S)], klabels=[name(j) for j in range(S)])
     return m
 
@@ -98,7 +175,7 @@ def explore_mask(seq_len:int=4,   # starting number of queries (the sliders star
                  kv_len:int=10,   # starting number of keys, >= seq_len
                  n_pad:int=3,     # starting left padding
                  eos_at:str=''    # starting eos positions, e.g. '2, 6'
-                ) -> 'ipywidgets.interactive': # sliders over `view_mask`; `.result` is the last mask drawn
+                ) -> 'ipywidgets.interactive': # an `explorer` over `view_mask`; `.result` is the last mask drawn
     "Sliders for `view_mask`: queries, keys, left padding and eos positions; redrawn on every change."
     import ipywidgets as W              # here, not at the top: only the explorers need it (and IPython)
     sl = W.IntSlider(seq_len, min=1, max=16, description='seq_len')
@@ -108,7 +185,7 @@ def explore_mask(seq_len:int=4,   # starting number of queries (the sliders star
     # keep the settings valid; these observers run before the redraw, which `interactive` registers after them
     sl.observe(lambda c: setattr(kv, 'min', c.new), names='value')           # kv_len >= seq_len
     kv.observe(lambda c: setattr(pad, 'max', c.new - 1), names='value')      # at least one real token
-    return W.interactive(view_mask, seq_len=sl, kv_len=kv, n_pad=pad, eos_at=eos, ax=W.fixed(None))
+    return explorer(view_mask, seq_len=sl, kv_len=kv, n_pad=pad, eos_at=eos, ax=W.fixed(None))
 
 # %% ../nbs/15_viz.ipynb #8042ebe2
 def show_frequencies(head_dim:int=128,                  # dimension of one attention head (even)
@@ -178,53 +255,102 @@ def show_rotation(x_rot:Tensor,            # (T, head_dim) one vector rotated to
     return ax
 
 # %% ../nbs/15_viz.ipynb #c53cbce2
+class RopeFigure:
+    "`view_rope`'s four panels, made on the first call; later calls draw new settings into the same artists."
+    def __init__(self, fig:plt.Figure|None=None):  # the figure to draw on (default: a new pyplot figure)
+        self.fig = plt.figure(figsize=(10.5, 6.6)) if fig is None else fig
+        self.axs = self.fig.subplots(2, 2, gridspec_kw=dict(width_ratios=(1, 1.25)))
+        self.fig.subplots_adjust(left=0.075, right=0.97, bottom=0.08, top=0.88, wspace=0.32, hspace=0.5)
+        self.key = self.tables = None
+
+    def rope_tables(self, head_dim:int, max_seq_len:int, rope_theta:float) -> tuple:
+        "freqs, cos, sin from `rope_frequencies` and `precompute_rope`, kept while these three stay (a new pair reuses them)."
+        if self.key != (head_dim, max_seq_len, rope_theta):
+            self.key = head_dim, max_seq_len, rope_theta
+            freqs, (cos, sin) = rope_frequencies(head_dim, rope_theta), precompute_rope(head_dim, max_seq_len, rope_theta)
+            self.tables = freqs, cos, sin, cos[:, :head_dim//2].mean(-1)    # decay: (T,) expected q·k/|q|² at distance m
+        return self.tables
+
+    def __call__(self, head_dim:int=64, max_seq_len:int=256, rope_theta:float=10000.0, pair:int=8) -> dict:
+        "Draw these settings, the arguments of `view_rope`; return what it returns."
+        if not 0 <= pair < head_dim // 2:
+            raise ValueError(f"pair={pair} is out of range: head_dim={head_dim} has pairs 0..{head_dim//2 - 1}")
+        T, d = max_seq_len, head_dim
+        freqs, cos, sin, decay = self.rope_tables(d, T, rope_theta)          # (d/2,), (T, d), (T, d), (T,)
+        cols = [pair, pair + d//2]                                          # the pair's two coordinates
+        path = apply_rotary_emb(torch.tensor([1., 0.]).expand(T, 2), cos[:, cols], sin[:, cols])   # (T, 2) its unit vector rotated
+        n = min(T, math.ceil(2 * math.pi / freqs[pair].item()) + 1)   # one turn at most, so points do not pile up
+        turns = T * freqs[pair] / (2 * math.pi)
+        s = dict(T=T, d=d, theta=rope_theta, pair=pair, n=n, alone=f'pair {pair} alone',
+                 rot_title=f'pair {pair}: positions 0..{n - 1} ({turns:.3g} turns in {T})')
+        r = dict(freqs=freqs, cos=cos, sin=sin, path=path, decay=decay)   # path: (T, 2)
+        (self._update if self.axs[1, 1].lines else self._draw)(r, **s)
+        self.fig.suptitle(f'head_dim = {d}, max_seq_len = {T}, rope_theta = {rope_theta:g}, pair = {pair}')
+        return r
+
+    def _draw(self, r, T, d, theta, pair, n, alone, rot_title):
+        "The first drawing: the `show_*` functions make the artists."
+        a, b, c, e = self.axs.flat
+        show_frequencies(d, (theta,), context_len=T, pair=pair, ax=a)
+        show_rope_table(r['cos'], pair=pair, ax=b)
+        x_rot = torch.zeros(n, d).index_copy_(1, torch.tensor([pair, pair + d//2]), r['path'][:n])   # (n, d)
+        show_rotation(x_rot, pair, ax=c, title=rot_title)
+        e.semilogx(range(1, T), r['decay'][1:].numpy(), label='mean over pairs (q = k)')
+        e.semilogx(range(1, T), r['cos'][1:, pair].numpy(), c='crimson', lw=0.6, alpha=0.6, label=alone)
+        e.axhline(0, c='0.6', lw=0.8)
+        e.set(ylim=(-1.05, 1.05), xlabel='distance (tokens)', ylabel='q · k / |q|²', title='decay of the score with distance')
+        e.legend(fontsize=8, loc='lower left')
+
+    def _update(self, r, T, d, theta, pair, n, alone, rot_title):
+        "A later drawing: the same artists, new data, limits and texts."
+        a, b, c, e = self.axs.flat
+        f = r['freqs'].numpy()
+        a.lines[0].set_data(range(len(f)), f)                                  # as show_frequencies draws them
+        a.lines[1].set_data([pair], [f[pair]])
+        a.lines[2].set_ydata([2 * math.pi / T] * 2)
+        for t, s in zip(a.get_legend().get_texts(), (f'rope_theta = {theta:g}', f'pair {pair}', f'one turn in {T} tokens')):
+            t.set_text(s)
+        a.set_title(f'RoPE frequencies, head_dim = {d}')
+        a.relim(); a.autoscale_view()
+        im = b.images[0]                                                      # as show_rope_table draws it
+        im.set_data(r['cos'][:, :d//2].T.numpy())                             # (d/2, T)
+        im.set_extent((-0.5, T - 0.5, d//2 - 0.5, -0.5))
+        im.set_interpolation('nearest' if T <= 400 else 'antialiased')
+        b.lines[0].set_ydata([pair] * 2)
+        b.set_title(f'cos table: {T} positions × {d//2} pairs')
+        path, pts = r['path'][:n], c.collections[0]                            # as show_rotation draws it
+        ring = 1.2 * float(path.norm(dim=-1).max())
+        pts.set_offsets(path.numpy()); pts.set_array(np.arange(n)); pts.set_clim(0, max(n - 1, 1))
+        a0, b0 = path[0].tolist()
+        c.lines[0].set_data([a0], [b0])
+        c.texts[0].xy, c.texts[0].xyann = (a0, b0), (a0 * 0.6, b0 * 0.6)
+        c.set(xlim=(-ring, ring), ylim=(-ring, ring), xlabel=f'x[{pair}]', title=rot_title)
+        c.set_ylabel(f'x[{pair + d//2}]', labelpad=0)
+        e.lines[0].set_data(range(1, T), r['decay'][1:].numpy())
+        e.lines[1].set_data(range(1, T), r['cos'][1:, pair].numpy())
+        e.get_legend().get_texts()[1].set_text(alone)
+        e.relim(); e.autoscale_view(scaley=False)
+
 def view_rope(head_dim:int=64,            # dimension of one attention head (even)
               max_seq_len:int=256,        # positions in the tables
               rope_theta:float=10000.0,   # the base
               pair:int=8                  # the pair to follow, 0 .. head_dim/2 - 1
              ) -> dict:                   # freqs (hd/2,), cos, sin (T, hd), path (T, 2), decay (T,)
     "Build RoPE tables from these settings with the real functions, draw them in four panels, return them."
-    if not 0 <= pair < head_dim // 2:
-        raise ValueError(f"pair={pair} is out of range: head_dim={head_dim} has pairs 0..{head_dim//2 - 1}")
-    T, d = max_seq_len, head_dim
-    freqs = rope_frequencies(d, rope_theta)                             # (d/2,)
-    cos, sin = precompute_rope(d, T, rope_theta)                        # (T, d)
-    x = torch.zeros(d)                                                  # a unit vector in the chosen pair
-    x[pair] = 1.
-    x_rot = apply_rotary_emb(x.expand(T, d), cos, sin)                  # (T, d)
-    decay = cos[:, :d//2].mean(-1)                                      # (T,) expected q·k/|q|² at distance m
-    fig, axs = plt.subplots(2, 2, figsize=(10.5, 6.6), gridspec_kw=dict(width_ratios=(1, 1.25)))
-    show_frequencies(d, (rope_theta,), context_len=T, pair=pair, ax=axs[0, 0])
-    show_rope_table(cos, pair=pair, ax=axs[0, 1])
-    n = min(T, math.ceil(2 * math.pi / freqs[pair].item()) + 1)   # one turn at most, so points do not pile up
-    turns = T * freqs[pair] / (2 * math.pi)
-    show_rotation(x_rot[:n], pair, ax=axs[1, 0],
-                  title=f'pair {pair}: positions 0..{n - 1} ({turns:.3g} turns in {T})')
-    ax = axs[1, 1]
-    ax.semilogx(range(1, T), decay[1:].numpy(), label='mean over pairs (q = k)')
-    ax.semilogx(range(1, T), cos[1:, pair].numpy(), c='crimson', lw=0.6, alpha=0.6,
-                label=f'pair {pair} alone')
-    ax.axhline(0, c='0.6', lw=0.8)
-    ax.set(ylim=(-1.05, 1.05), xlabel='distance (tokens)', ylabel='q · k / |q|²',
-           title='decay of the score with distance')
-    ax.legend(fontsize=8, loc='lower left')
-    fig.suptitle(f'head_dim = {d}, max_seq_len = {T}, rope_theta = {rope_theta:g}, pair = {pair}')
-    fig.tight_layout()
-    path = torch.stack([x_rot[:, pair], x_rot[:, pair + d//2]], -1)    # (T, 2)
-    return dict(freqs=freqs, cos=cos, sin=sin, path=path, decay=decay)
+    return RopeFigure()(head_dim, max_seq_len, rope_theta, pair)
 
 # %% ../nbs/15_viz.ipynb #28623329
 def explore_rope(head_dim:int=64,          # starting head dimension (the sliders start at `view_rope`'s)
                  max_seq_len:int=256,      # starting number of positions
                  rope_theta:float=10000.0, # starting base
                  pair:int=8                # starting pair
-                ) -> 'ipywidgets.interactive': # sliders over `view_rope`; `.result` is the last dict drawn
-    "Sliders for `view_rope`: head_dim, max_seq_len, rope_theta (log scale) and the pair; redrawn on release."
+                ) -> 'ipywidgets.interactive': # an `explorer` over a `RopeFigure`; `.result` is the last dict drawn
+    "Sliders for `view_rope`: head_dim, max_seq_len, rope_theta (log scale) and the pair, drawn in place on every change."
     import ipywidgets as W              # here, not at the top: only the explorers need it (and IPython)
-    kw = dict(continuous_update=False, style=dict(description_width='90px'))
-    hd = W.IntSlider(head_dim, min=8, max=256, step=8, description='head_dim', **kw)
-    T = W.IntSlider(max_seq_len, min=16, max=8192, step=16, description='max_seq_len', **kw)
-    th = W.FloatLogSlider(rope_theta, base=10, min=2, max=7, step=0.1, description='rope_theta', **kw)
-    p = W.IntSlider(pair, min=0, max=head_dim // 2 - 1, description='pair', **kw)
+    hd = W.IntSlider(head_dim, min=8, max=256, step=8, description='head_dim')
+    T = W.IntSlider(max_seq_len, min=16, max=8192, step=16, description='max_seq_len')
+    th = W.FloatLogSlider(rope_theta, base=10, min=2, max=7, step=0.1, description='rope_theta')
+    p = W.IntSlider(pair, min=0, max=head_dim // 2 - 1, description='pair')
     hd.observe(lambda c: setattr(p, 'max', c.new // 2 - 1), names='value')   # keeps pair valid
-    return W.interactive(view_rope, head_dim=hd, max_seq_len=T, rope_theta=th, pair=p)
+    view = RopeFigure(plt.Figure(figsize=(10.5, 6.6)))
+    return explorer(view, fig=view.fig, head_dim=hd, max_seq_len=T, rope_theta=th, pair=p)
