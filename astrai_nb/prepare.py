@@ -1174,6 +1174,7 @@ def _meta_problem(meta:dict) -> str|None:
 
 def _read_meta(root:Path) -> dict:
     "The meta.json of `root`, checked: written by astrai_nb_prepare, in a version this one reads, whole."
+    if root.is_file(): raise _not_prepared(root, 'it is a file; give the directory that `astrai_nb_prepare --out` wrote')
     if not root.is_dir(): raise _not_prepared(root, 'the directory does not exist')
     if not (root/'meta.json').is_file(): raise _not_prepared(root, 'meta.json is missing')
     again = 'prepare the directory again'
