@@ -13,7 +13,7 @@ from .prepare import read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['OPS', 'MISTAKES', 'JSONL_KEYS', 'SFT_STYLES', 'Problem', 'ArithmeticTask', 'first_int', 'score', 'digit_score',
-           'plausible_mistake', 'sft_row', 'write_task_data', 'evaluate_task']
+           'plausible_mistake', 'sft_row', 'task_row_problem', 'write_task_data', 'evaluate_task']
 
 # %% ../nbs/04_tasks.ipynb #52dd6f60
 OPS = {'+': operator.add, '-': operator.sub, '*': operator.mul}
@@ -201,6 +201,18 @@ def sft_row(prompt:str,             # the user turn
     raise ValueError(f"unknown SFT style {style!r}; choose one of {SFT_STYLES}")
 
 
+# %% ../nbs/04_tasks.ipynb #dbbf5251
+def task_row_problem(row) -> str|None:
+    "What is wrong with a task row that is scored (`{'prompt', 'answer'}`), or None if nothing is."
+    if not isinstance(row, dict): return f"expected an object with 'prompt' and 'answer', got {type(row).__name__}"
+    if 'prompt' not in row or 'answer' not in row: return f"needs 'prompt' and 'answer', got keys {sorted(row)}"
+    p, a = row['prompt'], row['answer']
+    if not isinstance(p, str) or not p.strip():
+        return f"'prompt' must be non-empty text (the user turn), got {p!r:.60}: write it as a JSON string, e.g. \"47+8=\""
+    if isinstance(a, bool) or not (isinstance(a, int) or isinstance(a, str) and _INT_RE.fullmatch(a.strip())):
+        return f"'answer' must be an integer, 55 or \"55\" (a reply's first integer is compared with it), got {a!r:.60}"
+    return None
+
 # %% ../nbs/04_tasks.ipynb #0dca9b5f
 def _draw(task:ArithmeticTask, n:int, rng:random.Random, exclude:set=frozenset(), distinct:bool=False) -> list[Problem]:
     "`n` problems whose prompts are not in `exclude` (and all different if `distinct`), by rejection."
@@ -225,13 +237,14 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
                     n_eval:int=500,                   # held-out problems, distinct and absent from every training file
                     seed:int|None=None,               # None: the task's seed
                     task:ArithmeticTask|None=None,    # None: `ArithmeticTask()`
-                    sft_style:str='messages'          # 'messages' or 'prompt_response'
+                    sft_style:str='messages',         # 'messages' or 'prompt_response'
+                    n_pretrain:int=0                  # lines of plain solved problems ("47+8=55") in pretrain.txt; 0: no such file
                    ) -> dict[str, Path]:
-    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task`; return `{'sft', 'dpo', 'grpo', 'eval'}` → path."
+    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task` (and pretraining text); return `{'sft', 'dpo', 'grpo', 'eval'}` → path."
     task = ifnone(task, ArithmeticTask())
     seed = ifnone(seed, task.seed)
     if sft_style not in SFT_STYLES: raise ValueError(f"unknown SFT style {sft_style!r}; choose one of {SFT_STYLES}")
-    for name, n in (('n_sft', n_sft), ('n_dpo', n_dpo), ('n_grpo', n_grpo), ('n_eval', n_eval)):
+    for name, n in (('n_sft', n_sft), ('n_dpo', n_dpo), ('n_grpo', n_grpo), ('n_eval', n_eval), ('n_pretrain', n_pretrain)):
         if not isinstance(n, int) or n < 0: raise ValueError(f"{name} must be a non-negative int, got {n!r}")
     if n_eval > task.n_distinct:
         raise ValueError(f"n_eval={n_eval} exceeds the {task.n_distinct} distinct problems of {task}; lower n_eval or widen the task")
@@ -245,12 +258,17 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
     dpo = [{'prompt': task.prompt(p), 'chosen': task.answer(p),
             'rejected': str(plausible_mistake(p, r, task.allow_negative)[0])} for p in train('dpo', n_dpo)]
     grpo = [task.row(p) for p in train('grpo', n_grpo)]
+    pretrain = train('pretrain', n_pretrain)
     train_prompts = {row['messages'][0]['content'] if sft_style == 'messages' else row['prompt'] for row in sft}
-    train_prompts |= {row['prompt'] for row in dpo + grpo}
+    train_prompts |= {row['prompt'] for row in dpo + grpo} | {task.prompt(p) for p in pretrain}
     leak = held_prompts & train_prompts
     if leak: raise RuntimeError(f"internal error: {len(leak)} eval prompts leaked into training data, e.g. {sorted(leak)[:3]}")
     files = {'sft': sft, 'dpo': dpo, 'grpo': grpo, 'eval': [task.row(p) for p in held]}
-    return {name: write_jsonl(out_dir/f'{name}.jsonl', rows) for name, rows in files.items()}
+    paths = {name: write_jsonl(out_dir/f'{name}.jsonl', rows) for name, rows in files.items()}
+    if n_pretrain:
+        paths['pretrain'] = out_dir/'pretrain.txt'
+        paths['pretrain'].write_text(''.join(task.prompt(p) + task.answer(p) + '\n' for p in pretrain))
+    return paths
 
 # %% ../nbs/04_tasks.ipynb #8eaccbc0
 def evaluate_task(generate_fn:Callable,        # list of prompts -> list of responses, one per prompt, in order
@@ -263,7 +281,7 @@ def evaluate_task(generate_fn:Callable,        # list of prompts -> list of resp
     task = ifnone(task, ArithmeticTask())
     if not rows: raise ValueError("evaluate_task got no rows; pass dicts with 'prompt' and 'answer', e.g. read_jsonl('eval.jsonl')")
     for i, r in enumerate(rows):
-        if 'prompt' not in r or 'answer' not in r: raise ValueError(f"row {i} needs 'prompt' and 'answer', got keys {sorted(r)}")
+        if problem := task_row_problem(r): raise ValueError(f"row {i}: {problem}")
     prompts = [r['prompt'] for r in rows]
     bs = batch_size or len(prompts)
     responses = []
