@@ -237,14 +237,13 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
                     n_eval:int=500,                   # held-out problems, distinct and absent from every training file
                     seed:int|None=None,               # None: the task's seed
                     task:ArithmeticTask|None=None,    # None: `ArithmeticTask()`
-                    sft_style:str='messages',         # 'messages' or 'prompt_response'
-                    n_pretrain:int=0                  # lines of plain solved problems ("47+8=55") in pretrain.txt; 0: no such file
+                    sft_style:str='messages'          # 'messages' or 'prompt_response'
                    ) -> dict[str, Path]:
-    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task` (and pretraining text); return `{'sft', 'dpo', 'grpo', 'eval'}` → path."
+    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task`; return `{'sft', 'dpo', 'grpo', 'eval'}` → path."
     task = ifnone(task, ArithmeticTask())
     seed = ifnone(seed, task.seed)
     if sft_style not in SFT_STYLES: raise ValueError(f"unknown SFT style {sft_style!r}; choose one of {SFT_STYLES}")
-    for name, n in (('n_sft', n_sft), ('n_dpo', n_dpo), ('n_grpo', n_grpo), ('n_eval', n_eval), ('n_pretrain', n_pretrain)):
+    for name, n in (('n_sft', n_sft), ('n_dpo', n_dpo), ('n_grpo', n_grpo), ('n_eval', n_eval)):
         if not isinstance(n, int) or n < 0: raise ValueError(f"{name} must be a non-negative int, got {n!r}")
     if n_eval > task.n_distinct:
         raise ValueError(f"n_eval={n_eval} exceeds the {task.n_distinct} distinct problems of {task}; lower n_eval or widen the task")
@@ -258,17 +257,12 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
     dpo = [{'prompt': task.prompt(p), 'chosen': task.answer(p),
             'rejected': str(plausible_mistake(p, r, task.allow_negative)[0])} for p in train('dpo', n_dpo)]
     grpo = [task.row(p) for p in train('grpo', n_grpo)]
-    pretrain = train('pretrain', n_pretrain)
     train_prompts = {row['messages'][0]['content'] if sft_style == 'messages' else row['prompt'] for row in sft}
-    train_prompts |= {row['prompt'] for row in dpo + grpo} | {task.prompt(p) for p in pretrain}
+    train_prompts |= {row['prompt'] for row in dpo + grpo}
     leak = held_prompts & train_prompts
     if leak: raise RuntimeError(f"internal error: {len(leak)} eval prompts leaked into training data, e.g. {sorted(leak)[:3]}")
     files = {'sft': sft, 'dpo': dpo, 'grpo': grpo, 'eval': [task.row(p) for p in held]}
-    paths = {name: write_jsonl(out_dir/f'{name}.jsonl', rows) for name, rows in files.items()}
-    if n_pretrain:
-        paths['pretrain'] = out_dir/'pretrain.txt'
-        paths['pretrain'].write_text(''.join(task.prompt(p) + task.answer(p) + '\n' for p in pretrain))
-    return paths
+    return {name: write_jsonl(out_dir/f'{name}.jsonl', rows) for name, rows in files.items()}
 
 # %% ../nbs/04_tasks.ipynb #8eaccbc0
 def evaluate_task(generate_fn:Callable,        # list of prompts -> list of responses, one per prompt, in order
