@@ -10,7 +10,10 @@ rewrites every page and stylesheet:
     class's, any other -> the page (or no link, on the page itself); the markdown links nbdev writes into a
     signature's comments (shown as text) -> the backticked name;
   - a notebook named in inline code (`13_model`, `13_model.ipynb`, `nbs/13_model.ipynb`) -> a link to its page;
-  - each line of a code block in a span that knows its indent, so a long line wraps under itself (styles.css);
+  - each line of a code block (code cells, fenced blocks, printed outputs) in a span that knows its indent, so a long
+    line wraps under itself, and each run of non-space characters in a span that does not break (styles.css): a line
+    wraps at its spaces only, never inside a flag, a number or a path (a browser breaks after any `-`: `--` / `window_size`,
+    `1e-` / `3`);
   - search from `file://`: the index also as search.js, which smalldocs.js loads there (a browser refuses fetch()).
 `check_site` scans the final HTML and the CSS the pages load (no browser) and returns the problems:
   - a page or stylesheet that loads anything from outside the site (scripts, stylesheets, images, fonts, frames,
@@ -101,18 +104,49 @@ def own_prefix(cfg):
     base = cfg.get('doc_baseurl', '').strip('/')
     return cfg.get('doc_host', '').rstrip('/') + ('/' + base if base else '')
 
-CODE = re.compile(r'(<pre class="sourceCode\b[^"]*"><code class="sourceCode[^"]*">)(.*?)(</code></pre>)', re.S)
+CODE = re.compile(r'(<pre(?: class="(?![^"]*\bmermaid\b)[^"]*")?><code\b[^>]*>)(.*?)(</code></pre>)', re.S)  # not mermaid's
+TAG = re.compile(r'(<[^>]+>)')
+VOID = {'br', 'wbr', 'img', 'input', 'hr'}
+
+def keep_tokens(line):
+    """A line of highlighted code (balanced HTML) with each run of non-space characters that a browser could break (one
+    that is not all ASCII letters, digits and `_`) in a `<span class="w">`, which styles.css keeps on one line. The tags
+    open at a run's edge (a highlighted string that holds a space) are closed before the span's edge and opened again
+    after it, so the markup stays nested."""
+    items = []                                    # tags, runs of spaces, and the text between them
+    for part in TAG.split(line):
+        items += [part] if part.startswith('<') else [c for c in re.split(r'([ \t]+)', part) if c]
+    out, stack, seg = [], [], []
+    def reopen(): return ''.join(t for _, t in stack)
+    def close(): return ''.join(f'</{n}>' for n, _ in reversed(stack))
+    def emit(parts):
+        for p in parts:
+            if p.startswith('</'): stack and stack.pop()
+            elif p.startswith('<') and not p.endswith('/>') and (n := re.match(r'<([\w-]+)', p)) and n.group(1).lower() not in VOID:
+                stack.append((n.group(1), p))
+            out.append(p)
+    def flush():
+        text = ''.join(p for p in seg if not p.startswith('<'))
+        if len(text) < 2 or re.fullmatch(r'[A-Za-z0-9_]*', text): emit(seg)
+        else: out.append(close() + '<span class="w">' + reopen()); emit(seg); out.append(close() + '</span>' + reopen())
+        seg.clear()
+    for p in items:
+        if p[0] in ' \t': flush(); out.append(p)
+        else: seg.append(p)
+    flush()
+    return re.sub(r'<span\b[^>]*></span>', '', ''.join(out))
 
 def hang_lines(code):
     """Each line of highlighted code in a `<span class="cl">` that knows its indent (`--i`), so that a long line wraps
-    with a hanging indent under itself (styles.css) instead of at the left edge, where it reads as a new line."""
+    with a hanging indent under itself (styles.css) instead of at the left edge, where it reads as a new line; and
+    wraps at its spaces only (`keep_tokens`)."""
     out, carry = [], []
     for line in code.split('\n'):
         body, indent = ''.join(carry) + line, len(re.match(r' *', html.unescape(re.sub(r'<[^>]+>', '', line))).group())
         for tag in re.findall(r'<span[^>]*>|</span>', line):  # spans (a string, a comment) that go on to the next line
             if tag == '</span>': carry = carry[:-1]
             else: carry.append(tag)
-        out.append(f'<span class="cl" style="--i:{indent}ch">{body}{"</span>" * len(carry)}</span>')
+        out.append(f'<span class="cl" style="--i:{indent}ch">{keep_tokens(body + "</span>" * len(carry))}</span>')
     return '\n'.join(out)
 
 def rewrite_page(s, page, own, notebooks):

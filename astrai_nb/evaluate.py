@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 from .config import Config
 from .prepare import read_jsonl, prompt_messages
-from .tasks import JSONL_KEYS, score
+from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy
 
 # %% auto #0
@@ -47,6 +47,10 @@ def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed 
     return {**res, 'val_tokens': count}
 
 # %% ../nbs/24_evaluate.ipynb #86de4958
+def _row_lines(path:Path) -> list[int]:
+    "The line number of each row `read_jsonl` returns from `path` (it skips blank lines)."
+    return [i for i, l in enumerate(path.read_bytes().split(b'\n'), 1) if l.decode('utf-8').strip()]
+
 def load_task_rows(path,                  # an eval.jsonl of {'prompt', 'answer'} rows, or a directory holding one
                    samples:int=0,         # keep the first this many rows; 0: all
                    flag:str='--task'      # the setting the path came from, named in the errors
@@ -67,6 +71,8 @@ def load_task_rows(path,                  # an eval.jsonl of {'prompt', 'answer'
     try: rows = read_jsonl(p, JSONL_KEYS['eval'])
     except ValueError as e: raise ValueError(f"{flag}: {e}") from None
     if not rows: raise ValueError(f"{flag} {p} holds no rows: it needs JSON lines with 'prompt' and 'answer'")
+    for i, r in enumerate(rows):                                    # every row, so a bad one fails here, not mid-evaluation
+        if problem := task_row_problem(r): raise ValueError(f"{flag} {p}:{_row_lines(p)[i]}: {problem}")
     return rows[:samples or None]
 
 # %% ../nbs/24_evaluate.ipynb #a1e5f138

@@ -15,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
+from .prepare import _umask
 from .strategy import check_language_model
 from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, list_checkpoints
 
@@ -214,11 +215,13 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{out_dir.name}.tmp-', dir=out_dir.parent))
     try:
-        os.chmod(tmp, 0o755)                                                # mkdtemp makes it private
         save_file(sd, tmp/'model.safetensors', metadata={'format': 'pt', EXPORT_KEY: json.dumps(source or {})})
         (tmp/'config.json').write_text(json.dumps(config, indent=2) + '\n')
         if generation: (tmp/'generation_config.json').write_text(json.dumps(generation, indent=2) + '\n')
         if tokenizer is not None: tokenizer.save(tmp, model_max_length=model.cfg.max_seq_len)
+        mask = _umask()                                                     # mkdtemp makes the directory private (0700) and
+        for f in tmp.iterdir(): os.chmod(f, 0o666 & ~mask)                  # safetensors its file (0600): ordinary ones, as
+        os.chmod(tmp, 0o777 & ~mask)                                        # the user's umask says (0644 and 0755 under 022)
         if out_dir.exists():                                                # empty, or overwrite: move the old one aside
             old = Path(tempfile.mkdtemp(prefix=f'.{out_dir.name}.old-', dir=out_dir.parent))
             os.replace(out_dir, old)

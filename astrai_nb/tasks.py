@@ -13,7 +13,7 @@ from .prepare import read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['OPS', 'MISTAKES', 'JSONL_KEYS', 'SFT_STYLES', 'Problem', 'ArithmeticTask', 'first_int', 'score', 'digit_score',
-           'plausible_mistake', 'sft_row', 'write_task_data', 'evaluate_task']
+           'plausible_mistake', 'sft_row', 'task_row_problem', 'write_task_data', 'evaluate_task']
 
 # %% ../nbs/04_tasks.ipynb #52dd6f60
 OPS = {'+': operator.add, '-': operator.sub, '*': operator.mul}
@@ -201,6 +201,18 @@ def sft_row(prompt:str,             # the user turn
     raise ValueError(f"unknown SFT style {style!r}; choose one of {SFT_STYLES}")
 
 
+# %% ../nbs/04_tasks.ipynb #dbbf5251
+def task_row_problem(row) -> str|None:
+    "What is wrong with a task row that is scored (`{'prompt', 'answer'}`), or None if nothing is."
+    if not isinstance(row, dict): return f"expected an object with 'prompt' and 'answer', got {type(row).__name__}"
+    if 'prompt' not in row or 'answer' not in row: return f"needs 'prompt' and 'answer', got keys {sorted(row)}"
+    p, a = row['prompt'], row['answer']
+    if not isinstance(p, str) or not p.strip():
+        return f"'prompt' must be non-empty text (the user turn), got {p!r:.60}: write it as a JSON string, e.g. \"47+8=\""
+    if isinstance(a, bool) or not (isinstance(a, int) or isinstance(a, str) and _INT_RE.fullmatch(a.strip())):
+        return f"'answer' must be an integer, 55 or \"55\" (a reply's first integer is compared with it), got {a!r:.60}"
+    return None
+
 # %% ../nbs/04_tasks.ipynb #0dca9b5f
 def _draw(task:ArithmeticTask, n:int, rng:random.Random, exclude:set=frozenset(), distinct:bool=False) -> list[Problem]:
     "`n` problems whose prompts are not in `exclude` (and all different if `distinct`), by rejection."
@@ -263,7 +275,7 @@ def evaluate_task(generate_fn:Callable,        # list of prompts -> list of resp
     task = ifnone(task, ArithmeticTask())
     if not rows: raise ValueError("evaluate_task got no rows; pass dicts with 'prompt' and 'answer', e.g. read_jsonl('eval.jsonl')")
     for i, r in enumerate(rows):
-        if 'prompt' not in r or 'answer' not in r: raise ValueError(f"row {i} needs 'prompt' and 'answer', got keys {sorted(r)}")
+        if problem := task_row_problem(r): raise ValueError(f"row {i}: {problem}")
     prompts = [r['prompt'] for r in rows]
     bs = batch_size or len(prompts)
     responses = []
