@@ -159,6 +159,8 @@ def _write_bytes(path:Path, data:bytes):
 def _write_into(self:Checkpoint, tmp:Path, tensors:dict, aliases:dict):
     "Every file of the checkpoint into the empty directory `tmp`, meta.json (with each file's size and hash) last."
     save_file(tensors, tmp / WEIGHTS, metadata={'aliases': json.dumps(aliases), 'format': 'pt'})
+    from astrai_nb.prepare import _umask                  # lazy: the trainer loads the data module only to read data
+    os.chmod(tmp / WEIGHTS, 0o666 & ~_umask())            # safetensors makes its file private (0600): ordinary, like meta.json
     _fsync(tmp / WEIGHTS)
     for name, obj in self.extra.items():
         # a Python file, so a failed write reaches us as the OSError it is

@@ -17,7 +17,7 @@ from .model import Transformer
 from .tokenizer import TextTokenizer
 from .prepare import _umask
 from .strategy import check_language_model
-from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, list_checkpoints
+from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints
 
 # %% auto #0
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_architecture', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict',
@@ -363,7 +363,9 @@ def _dtype(dtype) -> torch.dtype|None:
 
 def _kind(path:Path) -> str:
     "'checkpoint' or 'hf' for what `path` is meant to be; an error saying what to pass for anything else."
-    if not path.exists(): raise FileNotFoundError(f"{path} does not exist: {_WANT}")
+    if not path.exists():
+        where = f"; {existing_checkpoints(path.parent)}" if re.fullmatch(r'step_\d+', path.name) else ''   # a step: which ones there are
+        raise FileNotFoundError(f"{path} does not exist: {_WANT}{where}")
     if not path.is_dir(): raise NotADirectoryError(f"{path} is a file, not a directory: {_WANT}")
     if (path/META).exists() or (path/WEIGHTS).exists(): return 'checkpoint'
     if (path/'config.json').exists(): return 'hf'

@@ -17,6 +17,7 @@ from .model import Transformer
 from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
+from .prepare import _umask
 from .trainer import weights_sha256, load_initial_weights, training_memory
 
 # %% auto #0
@@ -352,6 +353,7 @@ def export_peft(model:nn.Module, info:dict, out_dir, base_dir, dtype:torch.dtype
     out_dir.mkdir(parents=True, exist_ok=True)
     sd = {k: v.to(dtype or v.dtype).contiguous() for k, v in peft_state_dict(model).items()}
     save_file(sd, out_dir / 'adapter_model.safetensors', metadata={'format': 'pt'})
+    os.chmod(out_dir / 'adapter_model.safetensors', 0o666 & ~_umask())   # safetensors makes it private (0600): ordinary, like the config
     (out_dir / 'adapter_config.json').write_text(json.dumps(peft_config(info, str(Path(base_dir).resolve())), indent=2) + '\n')
     return out_dir
 

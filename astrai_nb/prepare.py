@@ -97,14 +97,27 @@ def builtin_documents(root=None) -> Iterator[str]:
     for f in builtin_corpus_files(root): yield read_text_file(f)
 
 # %% ../nbs/02_prepare.ipynb #9ba64dda
+def _umask() -> int:
+    "The process's umask (read by setting it and setting it back)."
+    m = os.umask(0)
+    os.umask(m)
+    return m
+
+def _tmp_path(path:Path) -> Path:
+    "A fresh temporary file beside `path` (so `os.replace` onto `path` is atomic), as an ordinary file."
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes files private (0600); data files are ordinary
+    return Path(tmp)
+
 def write_jsonl(path,      # the file to write (its directory must exist)
                 rows       # dicts, one per line
                ) -> Path:
     "Write `rows` as UTF-8 JSON lines to `path`, atomically: a temporary file beside it, then `os.replace`."
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    tmp = _tmp_path(path)
     try:
-        with os.fdopen(fd, 'w', encoding='utf-8') as f:
+        with open(tmp, 'w', encoding='utf-8') as f:
             for r in rows: f.write(json.dumps(r, ensure_ascii=False) + '\n')
             f.flush()
             os.fsync(f.fileno())
@@ -510,19 +523,6 @@ def tokenize_documents(docs:Iterable[str],      # documents, each a string
     return encode_pieces(tok, document_pieces(((t, True) for t in docs), PIECE_CHARS if _cuttable(tok) else None), dtype)
 
 # %% ../nbs/02_prepare.ipynb #c46cfcfc
-def _umask() -> int:
-    "The process's umask (read by setting it and setting it back)."
-    m = os.umask(0)
-    os.umask(m)
-    return m
-
-def _tmp_path(path:Path) -> Path:
-    "A fresh temporary file beside `path` (so `os.replace` onto `path` is atomic), as an ordinary file."
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes files private (0600); data files are ordinary
-    return Path(tmp)
-
 def _write_json(path:Path, obj):
     "Write `obj` as indented JSON to `path` atomically."
     tmp = _tmp_path(path)
