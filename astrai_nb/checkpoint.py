@@ -5,6 +5,7 @@
 # %% ../nbs/31_checkpoint.ipynb #1ba1ba97
 from __future__ import annotations
 import errno, json, os, pickle, re, shutil, time, hashlib, warnings
+from collections.abc import Callable
 from pathlib import Path
 import torch
 from torch import Tensor
@@ -13,8 +14,9 @@ from safetensors import safe_open, SafetensorError
 from fastcore.basics import patch
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
-           'existing_checkpoints', 'check_checkpoint', 'latest_checkpoint', 'prune_checkpoints']
+__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
+           'existing_checkpoints', 'check_checkpoint', 'latest_checkpoint', 'prune_checkpoints', 'weights_sha256',
+           'weight_reader', 'checkpoint_weights', 'read_weights']
 
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
@@ -351,3 +353,47 @@ def prune_checkpoints(ckpt_dir, keep_last:int) -> list[Path]:
     removed += list(ckpt_dir.glob('.old_step_*'))
     for p in removed: shutil.rmtree(p, ignore_errors=True)
     return removed
+
+# %% ../nbs/31_checkpoint.ipynb #46dcd7f1
+def weights_sha256(model:torch.nn.Module|dict) -> str:
+    "SHA-256 of a model's weights (or a state dict): every entry's name, dtype, shape and bytes, in order."
+    h = hashlib.sha256()
+    for name, t in (model.state_dict() if isinstance(model, torch.nn.Module) else model).items():
+        t = t.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+# %% ../nbs/31_checkpoint.ipynb #711d8fd0
+WEIGHT_READERS: list[tuple[str, Callable, Callable]] = []   # (what, matches(path) -> bool, read(path) -> state dict), newest first
+
+def weight_reader(what:str,              # the kind of directory, for messages: 'a LoRA checkpoint'
+                  matches:Callable):     # path -> whether the reader takes this directory
+    "Register the decorated `read(path) -> state dict` as the reader of the directories `matches` takes; later ones are asked first."
+    def register(read:Callable) -> Callable:
+        WEIGHT_READERS.insert(0, (what, matches, read))
+        return read
+    return register
+
+@weight_reader('a checkpoint', lambda path: (path / META).exists())
+def checkpoint_weights(path) -> dict[str, Tensor]:
+    "The weights a checkpoint step directory holds, checked; a LoRA checkpoint (adapters only) is refused: its reader is `35_lora`'s."
+    ck = Checkpoint.load(path)
+    if 'lora' in ck.meta:
+        raise ValueError(f"{path} is a LoRA checkpoint: its weights are its base with the adapters merged in, which astrai_nb.lora "
+                         "reads (import it; the astrai_nb_* scripts do)")
+    return ck.state_dict
+
+def read_weights(path) -> dict[str, Tensor]:
+    "The weights of a model directory (a checkpoint step directory, a LoRA checkpoint, a Hugging Face directory) by the first registered reader that takes it."
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path} {'is a file' if path.exists() else 'does not exist'}: pass a checkpoint step directory "
+                                "(<ckpt_dir>/step_N) or a Hugging Face model directory")
+    for what, matches, read in WEIGHT_READERS:
+        if matches(path): return read(path)
+    if (path / 'config.json').exists():
+        raise ValueError(f"{path} looks like a Hugging Face model directory (config.json, no {META}): astrai_nb.hf reads those "
+                         "(import it; the astrai_nb_* scripts do)")
+    raise FileNotFoundError(f"{path} is neither a checkpoint step directory (no {META}) nor a Hugging Face model directory "
+                            "(no config.json)")
