@@ -14,13 +14,14 @@ from torch.utils.checkpoint import checkpoint
 from tqdm.auto import tqdm
 from .model import DecoderBlock, flops_per_token, measure_peak_flops
 from .tokenizer import TextTokenizer
+from .sampler import MixtureSampler
 from .evaluate import evaluate_loss, load_task_rows, task_accuracy
 
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
            'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger',
-           'ProgressBar', 'CheckpointSaver', 'RewardFailures']
+           'ProgressBar', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -231,7 +232,7 @@ def tensorboard_scalars(row:dict,              # a metrics.jsonl row
         elif k in METRIC_NAMES: out[METRIC_NAMES[k]] = v / world_size if k in PER_DEVICE else v
         else:
             if k.startswith(('val_', 'eval_')): group, _, name = k.partition('_')
-            elif k.startswith('tokens_'): group, name = 'data', k      # a mixture's tokens per source (34_trainer's SourceTokens)
+            elif k.startswith('tokens_'): group, name = 'data', k      # a mixture's tokens per source (30_callbacks' SourceTokens)
             else: group, name = 'train', k
             out[f"{group}/{name}"] = v
     return out
@@ -292,6 +293,33 @@ class CheckpointSaver(Callback):
     def _save(self, ctx):
         ctx.save_checkpoint(keep_last=self.keep_last)
         self.saved = ctx.iteration
+
+# %% ../nbs/30_callbacks.ipynb #3cf4f229
+class SourceTokens(Callback):
+    "Count each source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
+    order = 4                                          # before the MetricLogger, and before kl's stage boundary switches the data
+    def __init__(self): self.tokens, self.pos, self.last, self.dir = {}, 0, {}, None
+
+    def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
+    def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
+
+    def on_train_begin(self, ctx):
+        # the one directory stage 1 reads when it is not a mixture (kl with `stage2_data_mix`): a source of its own
+        self.dir = Path(ctx.data_info['path']).name if ctx.data_info is not None and 'sources' not in ctx.data_info else None
+        samplers = [ctx.sampler] + ([ctx.stage2_data.sampler] if ctx.stage2_data is not None else [])
+        names = [self.dir] + [n for s in samplers for n in getattr(s, 'names', [])]   # every stage's sources
+        self.tokens = {n: self.tokens.get(n, 0) for n in names if n is not None}
+    def on_epoch_begin(self, ctx): self.pos = ctx.consumed
+
+    def on_step_end(self, ctx):
+        if isinstance(ctx.sampler, MixtureSampler):
+            # the samples of this step, every rank; GRPO's later updates of a round train on the first one's samples again
+            counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed) if ctx.consumed != self.pos else self.last
+            self.pos, self.last, n = ctx.consumed, counts, max(sum(counts.values()), 1)
+            for name, k in counts.items(): self.tokens[name] += round(ctx.step_tokens * k / n)
+        elif self.dir is not None: self.tokens[self.dir] += ctx.step_tokens
+        ctx.metrics.update({f'tokens_{name}': v for name, v in self.tokens.items()})
+
 
 # %% ../nbs/30_callbacks.ipynb #a7b8c9d1
 class RewardFailures(Callback):

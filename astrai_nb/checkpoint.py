@@ -4,7 +4,7 @@
 
 # %% ../nbs/31_checkpoint.ipynb #1ba1ba97
 from __future__ import annotations
-import errno, json, os, pickle, re, shutil, time, hashlib, warnings
+import errno, fcntl, json, os, pickle, re, shutil, socket, sys, time, hashlib, warnings
 from collections.abc import Callable
 from pathlib import Path
 import torch
@@ -16,7 +16,7 @@ from fastcore.basics import patch
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
            'existing_checkpoints', 'check_checkpoint', 'latest_checkpoint', 'prune_checkpoints', 'weights_sha256',
-           'weight_reader', 'checkpoint_weights', 'read_weights']
+           'weight_reader', 'checkpoint_weights', 'read_weights', 'RunLock']
 
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
@@ -397,3 +397,37 @@ def read_weights(path) -> dict[str, Tensor]:
                          "(import it; the astrai_nb_* scripts do)")
     raise FileNotFoundError(f"{path} is neither a checkpoint step directory (no {META}) nor a Hugging Face model directory "
                             "(no config.json)")
+
+# %% ../nbs/31_checkpoint.ipynb #a4414c8c
+class RunLock:
+    "An exclusive lock on a checkpoint directory for the life of a run: `flock` on `ckpt_dir/.lock`, released by the kernel if the process dies."
+    def __init__(self, ckpt_dir): self.path, self.fd = Path(ckpt_dir) / '.lock', None
+
+    def holder(self) -> str:
+        "Who holds the lock, as its holder wrote it."
+        try: h = json.loads(self.path.read_text())
+        except (OSError, ValueError): return 'another process'
+        return f"pid {h['pid']} on {h['host']}, since {h['since']}"
+
+    def acquire(self) -> RunLock:
+        "Take the lock, or raise a `ValueError` saying who holds it."
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ValueError(f"{self.path.parent} is in use by another run ({self.holder()}): wait for it to end, "
+                             "or choose another --ckpt_dir") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps({'pid': os.getpid(), 'host': socket.gethostname(), 'since': time.strftime('%Y-%m-%d %H:%M:%S'),
+                                 'command': sys.argv}).encode())
+        self.fd = fd
+        return self
+
+    def release(self):
+        "Give the lock back (the file stays: removing it would race with a run opening it)."
+        if self.fd is None: return
+        fcntl.flock(self.fd, fcntl.LOCK_UN); os.close(self.fd); self.fd = None
+
+    def __enter__(self): return self.acquire()
+    def __exit__(self, *exc): self.release()

@@ -177,6 +177,9 @@ def train(**settings) -> TrainContext:
     config = config_from(TrainConfig, settings)                       # bad settings fail here, before any work
     if config.train_type not in TRAIN_TYPES: raise ValueError(f"--train_type={config.train_type!r} is "
                                                               f"not one of {list(TRAIN_TYPES)}")
+    # the parts a run may want (LoRA, a reference model, kl's stages), the formats --param_path may name, GRPO's sampling:
+    # they register themselves when imported; imported here rather than at start-up, which --help should not wait for
+    import astrai_nb.lora, astrai_nb.posttrain, astrai_nb.rollout, astrai_nb.hf
     # under torchrun: join the process group, leave it on exit
     with distributed_run() as env:
         if config.data_root_path is None and config.data_mix is None and config.train_type == 'seq':

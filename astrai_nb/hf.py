@@ -17,11 +17,12 @@ from .model import Transformer
 from .tokenizer import TextTokenizer
 from .prepare import _umask
 from .strategy import check_language_model
-from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints
+from .checkpoint import (META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints,
+                                  weight_reader, read_weights)
 
 # %% auto #0
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_architecture', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict',
-           'hf_token_ids', 'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf',
+           'hf_token_ids', 'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf', 'hf_weights',
            'load_checkpoint_weights', 'load_pretrained', 'export_checkpoint', 'ExportConfig']
 
 # %% ../nbs/41_hf.ipynb #d16ff34f
@@ -339,6 +340,12 @@ def import_hf(path:str|Path,                         # a Hugging Face Llama dire
     if not path.is_dir(): raise FileNotFoundError(f"{path} is not a directory: pass the folder holding config.json and model.safetensors")
     cfg = config_from_hf(_read_json(path/'config.json'), pad_vocab_multiple)
     return _build_model(cfg, state_dict_from_hf(load_hf_state_dict(path), cfg), dtype, device, str(path))
+
+# %% ../nbs/41_hf.ipynb #99fc3772
+@weight_reader('a Hugging Face model directory', lambda path: (path / 'config.json').exists() and not (path / META).exists())
+def hf_weights(path) -> dict[str, Tensor]:
+    "The weights of a Hugging Face model directory, in our names (`import_hf`)."
+    return import_hf(path).state_dict()
 
 # %% ../nbs/41_hf.ipynb #f9543eb7
 def load_checkpoint_weights(path:str|Path          # a checkpoint step directory, or its state_dict.safetensors

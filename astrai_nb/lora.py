@@ -4,7 +4,7 @@
 
 # %% ../nbs/35_lora.ipynb #e259fc72
 from __future__ import annotations
-import json, math, os, shutil, tempfile
+import json, math, os, shutil, sys, tempfile
 from contextlib import contextmanager
 from pathlib import Path
 import torch
@@ -14,19 +14,19 @@ from torch import Tensor
 from safetensors.torch import save_file
 from .config import ModelConfig, TrainConfig
 from .model import Transformer
-from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint
+from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, weights_sha256, weight_reader
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
 from .prepare import _umask
-from .trainer import weights_sha256, load_initial_weights, training_memory
+from .trainer import RunPart, run_part, load_initial_weights, training_memory, memory_needs
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_lora_rank', 'lora_layers', 'apply_lora',
            'trainable_counts', 'is_lora_key', 'lora_state_dict', 'merged_state_dict', 'plain_model',
            'adapters_disabled', 'adapters_from', 'merge_lora', 'unmerge_lora', 'lora_shapes', 'lora_num_params',
            'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'describe_base',
-           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'peft_state_dict',
-           'peft_config', 'export_peft', 'export_lora']
+           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'LoRAPart',
+           'peft_state_dict', 'peft_config', 'export_peft', 'export_lora']
 
 # %% ../nbs/35_lora.ipynb #7587339d
 # --lora_targets name -> the linear layer inside each DecoderBlock, and its name in Hugging Face's Llama (peft's target_modules)
@@ -328,6 +328,74 @@ def load_lora_pretrained(path,                 # a LoRA checkpoint step director
     model, ck = load_lora_model(path)
     tok = _tokenizer(path, ck, tokenizer)
     return plain_model(model).to(device=device, dtype=dtype).eval(), tok
+
+# %% ../nbs/35_lora.ipynb #5d798acc
+weight_reader('a LoRA checkpoint', lambda path: lora_meta(path) is not None)(checkpoint_state_dict)
+
+@run_part
+class LoRAPart(RunPart):
+    "LoRA adapters over frozen starting weights, as a part of a run: checked, counted, added, saved alone, restored over their base."
+    partial_checkpoints = shares_reference = True
+    @classmethod
+    def wanted(cls, config:TrainConfig) -> bool: return bool(config.lora_rank)
+
+    @classmethod
+    def refuse_resume(cls, config:TrainConfig, meta:dict, path):
+        saved = check_lora_record(meta['lora'], path) if 'lora' in meta else None
+        if bool(saved) != bool(config.lora_rank):
+            raise ValueError(f"cannot resume from {path}: it was written by a run "
+                             + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
+                                if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
+                                f"a LoRA run from its weights with --param_path {path}"))
+
+    def check(self, b):
+        "Refuse a rank the model cannot take, and LoRA over the random initialisation for pretraining (a warning for the other train types)."
+        c = self.config
+        if b.model is None: check_lora_rank(lora_shapes(b.model_config), c.lora_rank, c.lora_targets)
+        if c.param_path is not None or b.resume_path is not None or b.model is not None: return
+        if b.strategy.data_kind == 'pretrain':
+            raise ValueError(f"--lora_rank {c.lora_rank} with --train_type {c.train_type} and no --param_path would train adapters over randomly "
+                             "initialised weights, which stay random (embeddings, output and every block weight frozen): leave out --lora_rank "
+                             "to pretrain every weight, or give --param_path a trained checkpoint or Hugging Face model to adapt")
+        if b.rank == 0:
+            print(f"lora: warning: no --param_path, so the adapters train over the random initial weights of --random_seed {c.random_seed}, "
+                  "not over a trained model; give --param_path the model to fine-tune", file=sys.stderr, flush=True)
+
+    def memory(self, b, need:dict):
+        c = self.config
+        for k in ('weights', 'gradients and AdamW state'): need.pop(k)
+        need.update(memory_needs(b.model_config, c.parallel_mode, b.world_size,
+                                 adapters=lora_num_params(b.model_config, c.lora_rank, c.lora_targets)))
+
+    def after_model(self, b):
+        "Check a resume's record and base, record the base and its hash, freeze it and add the adapters; offer the base as the reference."
+        c, raw = self.config, b.raw
+        saved = check_lora_record(b.resume_meta['lora'], b.resume_path) if b.resume_meta is not None else None
+        if saved is not None:
+            if diff := lora_differences(saved, c):
+                raise ValueError(f"cannot resume from {b.resume_path}: its LoRA settings differ from this run's ({'; '.join(diff)}): resume "
+                                 f"with the checkpoint's settings, or train new adapters over its weights with --param_path {b.resume_path} "
+                                 "and another --ckpt_dir")
+            check_base(raw, saved['base'], f"cannot resume from {b.resume_path}")
+        base = {**base_source(c), 'sha256': weights_sha256(raw)}
+        apply_lora(raw, c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets)
+        raw.lora['base'] = base
+        if hasattr(raw, 'reward_head'): raw.reward_head.requires_grad_(True)    # rm: the new head trains beside the adapters
+        n, total = trainable_counts(raw)
+        if b.rank == 0:
+            print(f"lora: rank {c.lora_rank} on {c.lora_targets}: {n:,} trainable of {total:,} parameters ({100 * n / total:.2f}%); "
+                  "the base weights are frozen", flush=True)
+        if b.strategy.needs_reference: b.shared_reference = (LoRAReference(raw), {**base, 'adapters': 'off'})
+
+    def saving(self, ctx, state_dict:dict, extra:dict, meta:dict):
+        "Only what trains (the adapters, a reward model's head); meta.json names and hashes the base."
+        trains = {n for n, p in ctx.raw_model.named_parameters() if p.requires_grad}
+        for k in [k for k in state_dict if k not in trains]: del state_dict[k]
+        meta['lora'] = ctx.raw_model.lora
+
+    def loading(self, ctx, ck:Checkpoint):
+        "The adapters over the base weights the model holds (checked against the record's hash in `after_model`)."
+        ck.state_dict = {**ctx.raw_model.state_dict(), **ck.state_dict}
 
 # %% ../nbs/35_lora.ipynb #57c1f8d2
 def peft_state_dict(model:nn.Module) -> dict[str, Tensor]:

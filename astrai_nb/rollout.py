@@ -16,7 +16,8 @@ from .tasks import score
 from .generate import Generator, SamplingParams
 from .config import ModelConfig
 from .model import Transformer
-from .strategy import REWARD_HEAD, add_reward_head, sequence_rewards
+from fastcore.basics import patch
+from .strategy import REWARD_HEAD, GRPOStrategy, add_reward_head, sequence_rewards, _inner
 from .tokenizer import TextTokenizer
 from .checkpoint import Checkpoint
 from .lora import checkpoint_state_dict
@@ -192,3 +193,27 @@ class RewardModelScorer:
                             "(score_rollout does)")
         ids = torch.tensor([self.ids(prompt_ids, response_ids)], device=self.device)       # (1, L)
         with torch.inference_mode(): return float(sequence_rewards(self.model, ids, torch.tensor([ids.shape[1] - 1]))[0])
+
+# %% ../nbs/43_rollout.ipynb #7d075f43
+@patch
+def prepare(self:GRPOStrategy, model:torch.nn.Module, batch:dict, key:int) -> dict:
+    "Sample `group_size` answers per prompt with the current weights, score them, and lay them out as training rows."
+    if 'prompt_ids' not in batch:
+        raise ValueError("train_type 'grpo' needs batches of prompts with answers: prepare the data with --kind grpo")
+    c = self.config
+    if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_dir)    # one directory, or a mixture's first source
+    if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward, self.tokenizer)   # a reward model must share it
+    raw = _inner(model)                                      # under DDP the wrapped module: sampling syncs nothing
+    prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]
+    was = raw.training
+    try:
+        g = Generator(raw, self.tokenizer, max_batch=len(prompts) * c.group_size, column_major=False)
+        params = SamplingParams(temperature=c.grpo_temperature, max_new_tokens=c.grpo_max_new_tokens)
+        ro = rollout(g, prompts, c.group_size, params, c.random_seed, key)
+    finally: raw.train(was)
+    rewards, failures = score_rollout(self.scorer, ro, batch['answer'])
+    self.failures = failures
+    for line in format_failures(failures): print(f"grpo: {line}", file=sys.stderr, flush=True)
+    rows = rollout_batch(ro, self.tokenizer.pad_id)
+    return {**rows, 'advantages': group_advantages(rewards, c.group_size),
+            'rewards': rewards.nan_to_num(0.0), 'reward_failed': rewards.isnan().float()}

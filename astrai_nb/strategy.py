@@ -219,30 +219,9 @@ class GRPOStrategy(Strategy):
     def iterations(self) -> int: return self.config.grpo_iterations
 
     def prepare(self, model:nn.Module, batch:dict, key:int) -> dict:
-        "Sample `group_size` answers per prompt with the current weights, score them, and lay them out as training rows."
-        # 43_rollout and 40_generate come after this notebook: only GRPO needs them
-        from astrai_nb.rollout import rollout, rollout_batch, resolve_scorer, score_rollout, group_advantages, format_failures
-        from astrai_nb.generate import Generator, SamplingParams
-        from astrai_nb.tokenizer import TextTokenizer
-        if 'prompt_ids' not in batch:
-            raise ValueError("train_type 'grpo' needs batches of prompts with answers: prepare the data with --kind grpo")
-        c = self.config
-        if self.tokenizer is None: self.tokenizer = TextTokenizer.load(c.data_dir)    # one directory, or a mixture's first source
-        if self.scorer is None: self.scorer = resolve_scorer(c.grpo_reward, self.tokenizer)   # a reward model must share it
-        raw = _inner(model)                                      # under DDP the wrapped module: sampling syncs nothing
-        prompts = [ids[m.bool()].tolist() for ids, m in zip(batch['prompt_ids'], batch['prompt_mask'])]
-        was = raw.training
-        try:
-            g = Generator(raw, self.tokenizer, max_batch=len(prompts) * c.group_size, column_major=False)
-            params = SamplingParams(temperature=c.grpo_temperature, max_new_tokens=c.grpo_max_new_tokens)
-            ro = rollout(g, prompts, c.group_size, params, c.random_seed, key)
-        finally: raw.train(was)
-        rewards, failures = score_rollout(self.scorer, ro, batch['answer'])
-        self.failures = failures
-        for line in format_failures(failures): print(f"grpo: {line}", file=sys.stderr, flush=True)
-        rows = rollout_batch(ro, self.tokenizer.pad_id)
-        return {**rows, 'advantages': group_advantages(rewards, c.group_size),
-                'rewards': rewards.nan_to_num(0.0), 'reward_failed': rewards.isnan().float()}
+        "Sample `group_size` answers per prompt with the current weights, score them, and lay them out as training rows (`43_rollout` defines it)."
+        raise NotImplementedError("GRPOStrategy samples its answers with astrai_nb.rollout: import it (the astrai_nb_* scripts do); "
+                                  "it defines GRPOStrategy.prepare")
 
     def normalizer(self, batch:dict) -> int:
         if 'advantages' not in batch:
@@ -270,7 +249,7 @@ class GRPOStrategy(Strategy):
 class KLStrategy(SEQStrategy):
     "Two-stage pretraining: the SEQ loss in stage 1; from the stage boundary on, plus kl_beta times KL(policy || snapshot) per target token."
     metrics = ('lm_loss', 'kl', 'stage')
-    needs_reference = True      # the snapshot: 34_trainer's StageBoundary copies the policy into it at the boundary
+    needs_reference = True      # the snapshot: 36_posttrain's StageBoundary copies the policy into it at the boundary
     def __init__(self, config:TrainConfig, reference:nn.Module|None=None):
         super().__init__(config, reference)
         self.stage = 1          # 2 from the stage boundary on (set by StageBoundary, and on resume)

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from dataclasses import fields
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 import numpy as np
 import torch
@@ -23,18 +24,17 @@ from .sampler import ResumableDistributedSampler, MixtureSampler, parse_data_mix
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints, existing_checkpoints)
+                                  list_checkpoints, existing_checkpoints, read_weights, RunLock)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
-                                 RewardFailures)
+                                 RewardFailures, SourceTokens)
 
 # %% auto #0
-__all__ = ['TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size',
-           'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'TrainContextBuilder', 'data_info',
-           'mixture_info', 'run_data_info', 'load_datasets', 'check_param_path', 'load_initial_weights', 'check_fits',
-           'available_memory', 'training_memory', 'check_memory', 'split_global_batch', 'weights_sha256',
-           'check_reference', 'ReferenceSync', 'trainer_state', 'RunLock', 'read_metrics', 'plot_metrics',
-           'StageBoundary', 'SourceTokens']
+__all__ = ['RUN_PARTS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything',
+           'dist_world_size', 'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'RunPart', 'run_part',
+           'parts_for', 'TrainContextBuilder', 'data_info', 'mixture_info', 'run_data_info', 'load_datasets',
+           'check_param_path', 'load_initial_weights', 'check_fits', 'available_memory', 'memory_needs',
+           'training_memory', 'check_memory', 'split_global_batch', 'trainer_state', 'read_metrics', 'plot_metrics']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -103,6 +103,7 @@ class TrainContext:
     executor: Executor = field(default_factory=Executor)   # gradient synchronisation across ranks (`32_parallel`)
     metrics: dict = field(default_factory=dict)   # filled during a step by the trainer and callbacks
     step_tokens: int = 0
+    micro_step: int = 0                # the micro-batch of the step in progress (0 to grad_accum_steps - 1)
     data_info: dict | None = None      # what identifies the training data (`data_info`), saved with every checkpoint
     resume_request: str | None = None  # what was asked: 'auto', a checkpoint directory, or None (a fresh run)
     resumed_from: Path | None = None   # the checkpoint this run resumed from
@@ -274,11 +275,38 @@ def update(self:Trainer):
     ctx.optimizer.zero_grad(set_to_none=True)
     ctx.scheduler.step()
 
+# %% ../nbs/34_trainer.ipynb #b8b7571a
+class RunPart(Callback):
+    "What a run adds around the plain loop for one feature: a callback that also hears the builder (`b`) and the checkpoint."
+    partial_checkpoints = False      # its checkpoints hold only what trains: a resume reads --param_path's weights too
+    shares_reference = False         # it serves as the reference model without a second copy of the weights
+    def __init__(self, config:TrainConfig): self.config = config
+    @classmethod
+    def wanted(cls, config:TrainConfig) -> bool: return False                        # whether a run of `config` needs it
+    @classmethod
+    def refuse_resume(cls, config:TrainConfig, meta:dict, path): pass               # raise: a checkpoint this run cannot continue
+    def check(self, b): pass                                                         # refuse before anything is allocated
+    def memory(self, b, need:dict): pass                                             # add or change bytes: {what: bytes}
+    def after_model(self, b): pass                                                   # the model holds its starting weights
+    def after_data(self, b): pass                                                    # the loaders are built
+    def saving(self, ctx, state_dict:dict, extra:dict, meta:dict): pass             # rank 0, before a checkpoint is written
+    def loading(self, ctx, ck:Checkpoint): pass                                      # first thing on resume
+
+RUN_PARTS: list[type] = []
+
+def run_part(cls:type) -> type:
+    "Register a `RunPart` class, so that `parts_for` asks it whether a run wants it."
+    RUN_PARTS.append(cls); return cls
+
+def parts_for(config:TrainConfig) -> list[RunPart]:
+    "The parts a run of `config` wants, of those registered (by importing their modules)."
+    return [P(config) for P in RUN_PARTS if P.wanted(config)]
+
 # %% ../nbs/34_trainer.ipynb #5ea9b0c3
 class TrainContextBuilder:
     "Assemble a `TrainContext` from a `TrainConfig`, with optional ready-made parts."
     def __init__(self, config:TrainConfig):
-        self.config, self.model, self.datasets, self.callbacks = config, None, None, None
+        self.config, self.model, self.datasets, self.callbacks, self.parts = config, None, None, None, None
         self.resume, self.world_size, self.rank = config.resume, 1, 0
 
     def with_model(self, model:Transformer):
@@ -292,6 +320,10 @@ class TrainContextBuilder:
     def with_callbacks(self, callbacks:list):
         "Use these callbacks instead of the defaults."
         self.callbacks = list(callbacks); return self
+
+    def with_parts(self, parts:list):
+        "Build with these parts (`RunPart`s) instead of those `parts_for(config)` chooses."
+        self.parts = list(parts); return self
 
     def with_resume_dir(self, path):
         "Resume from 'auto' (newest complete checkpoint in ckpt_dir) or a checkpoint directory."
@@ -334,8 +366,6 @@ class TrainContextBuilder:
         cbs = [GradientClipping(c.max_grad_norm, c.warmup_max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
                CheckpointSaver(c.ckpt_interval, c.keep_last)]
         if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
-        if StrategyFactory.registry[c.train_type].reference_follows and c.sync_interval: cbs.append(ReferenceSync(c.sync_interval))
-        if c.train_type == 'kl': cbs.append(StageBoundary(c.stage1_steps, c.stage1_tokens))
         if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
         if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
         if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
@@ -347,24 +377,37 @@ class TrainContextBuilder:
 
     def build(self) -> TrainContext:
         "Seed, check, then build every part, and restore the checkpoint to resume from."
-        self.setup()                  # seed, executor, device, precision, strategy
+        self.setup()                  # seed, executor, device, precision, strategy, the run's parts
         # what is resumed, the data's identity, the model config: checked, nothing allocated yet
         self.resolve()
         self.plan_batches()           # the global batch and a token budget, checked and printed
-        self.build_model()
-        self.build_reference()        # only for strategies that need one
+        self.build_model()            # and what the parts add to it: adapters, a reference model
         self.build_data()
         self.build_optimizer()
         ctx = self.assemble()
         if self.resume_path is not None: ctx.load_checkpoint(self.resume_path)
         return ctx
 
+# %% ../nbs/34_trainer.ipynb #0a1cdcc7
+@patch
+def fire(self:TrainContextBuilder, hook:str, *args):
+    "Call `hook` of every part of the run, lowest `order` first, with the builder."
+    for p in self.parts: getattr(p, hook)(self, *args)
+
+@patch(as_prop=True)
+def partial_checkpoints(self:TrainContextBuilder) -> bool:
+    "Whether a part's checkpoints hold only what trains (a resume reads --param_path's weights too)."
+    return any(p.partial_checkpoints for p in self.parts)
+
 # %% ../nbs/34_trainer.ipynb #6a3946d6
 @patch
 def setup(self:TrainContextBuilder):
-    "The strategy, the seed, the executor, the device and the compute precision."
+    "The strategy, the run's parts, the seed, the executor, the device and the compute precision."
     c = self.config
     self.strategy = StrategyFactory.create(c.train_type, c)
+    self.parts = sorted(parts_for(c) if self.parts is None else self.parts, key=attrgetter('order'))
+    # what parts build: a frozen reference, or a view of the model that can serve as one; a second data stage
+    self.reference = self.reference_info = self.shared_reference = self.stage2_data = None
     seed_everything(c.random_seed)
     self.executor = ExecutorFactory.create(c.parallel_mode)
     if c.parallel_mode == 'none' and dist_world_size() > 1:
@@ -456,16 +499,9 @@ def check_param_path(path,
         raise ValueError(f"--param_path {path} is a folder of checkpoints, not one: pass one of its step directories, e.g. the newest, {steps[-1]}")
 
 def load_initial_weights(model:Transformer, path):
-    "Load weights into `model` from a checkpoint step directory or a Hugging Face Llama directory (a reward model's head may be missing)."
+    "Load weights into `model` from a directory a registered reader takes (`read_weights`: a checkpoint step directory, or a format a later notebook registers); a reward model's head may be missing."
     path = Path(path)
-    if (path / 'meta.json').exists():
-        from astrai_nb.lora import checkpoint_state_dict   # lazy: 35_lora comes later; a LoRA checkpoint's weights are its base plus its adapters
-        sd = checkpoint_state_dict(path)
-    elif (path / 'config.json').exists():
-        from astrai_nb.hf import import_hf
-        sd = import_hf(path).state_dict()
-    else: raise FileNotFoundError(f"param_path {path} is neither a checkpoint directory nor a Hugging "
-                                  "Face model directory")
+    sd = read_weights(path)
     have, want = set(sd), set(model.state_dict())
     check_language_model(path, have - want)              # a reward model's weights start only another reward model
     # a reward model started from a language model: the head keeps its initialisation (zero)
@@ -527,26 +563,31 @@ def available_memory(device:torch.device) -> int:
     if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
     return avail
 
-def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False,
-                    lora:int=0) -> int:   # parameters of LoRA adapters (35_lora): then only they train, the base is frozen
-    "Bytes one rank needs at least: the fp32 weights, the gradients and AdamW moments of what trains (sharded over the ranks by FSDP), and a reference copy."
-    n = num_params(cfg)
-    return 4 * (n + lora) + 12 * (lora or n) // (world_size if parallel_mode == 'fsdp' else 1) + 4 * n * reference
+def memory_needs(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False,
+                 adapters:int=0) -> dict[str, int]:   # parameters added beside frozen weights (adapters): only they train
+    "Bytes one rank needs at least, by what they hold: the fp32 weights, the gradients and AdamW moments of what trains (sharded over the ranks by FSDP), a reference copy."
+    n, shard = num_params(cfg), world_size if parallel_mode == 'fsdp' else 1
+    need = {'weights': 4 * (n + adapters), 'gradients and AdamW state' + (' of the adapters' if adapters else ''): 12 * (adapters or n) // shard}
+    if reference: need['a reference copy'] = 4 * n
+    return need
+
+def training_memory(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False, adapters:int=0) -> int:
+    "Bytes one rank needs at least: `memory_needs`, summed."
+    return sum(memory_needs(cfg, parallel_mode, world_size, reference, adapters).values())
 
 def _gb(n:int) -> str: return f"{n / 1e9:,.1f} GB"
 
-def check_memory(cfg:ModelConfig, device:torch.device, parallel_mode:str='none', world_size:int=1, local_ranks:int=1,
-                 reference:bool=False, lora:int=0):
-    "Raise a `ValueError` when training `cfg` (with a frozen `reference` copy) cannot fit in the memory `device` has free (the machine's `local_ranks` share the CPU's)."
-    need = training_memory(cfg, parallel_mode, world_size, reference, lora) * (local_ranks if device.type == 'cpu' else 1)
-    have = available_memory(device)
-    if need > have:
+def check_memory(cfg:ModelConfig, device:torch.device,
+                 need:dict[str, int]|None=None,   # bytes by what they hold; None: `memory_needs(cfg)`
+                 local_ranks:int=1):              # ranks on this machine, which share the CPU's memory
+    "Raise a `ValueError` when what training `cfg` needs cannot fit in the memory `device` has free."
+    need = memory_needs(cfg) if need is None else need
+    total, have = sum(need.values()) * (local_ranks if device.type == 'cpu' else 1), available_memory(device)
+    if total > have:
+        what = ', '.join(list(need)[:2]) + ' in fp32' + ''.join(f", and {k}" for k in list(need)[2:])
         raise ValueError(f"the model ({num_params(cfg) / 1e9:,.2f} B parameters: dim {cfg.dim}, "
-                         f"{cfg.n_layers} layers, vocab {cfg.vocab_size}) "
-                         f"needs at least {_gb(need)} for weights, gradients and AdamW state in fp32{' (LoRA)' if lora else ''}"
-                         f"{', and a reference copy' if reference else ''}, "
-                         f"but {device.type} has {_gb(have)} "
-                         "available: choose a smaller model (--model or --model_config)")
+                         f"{cfg.n_layers} layers, vocab {cfg.vocab_size}) needs at least {_gb(total)} for {what}, "
+                         f"but {device.type} has {_gb(have)} available: choose a smaller model (--model or --model_config)")
 
 # %% ../nbs/34_trainer.ipynb #7939fcee
 @patch
@@ -554,14 +595,13 @@ def resolve(self:TrainContextBuilder):
     "The checkpoint to resume, the data's identity and the model config, checked before anything is allocated or written."
     c = self.config
     self.resume_path = self._resume_path()
-    if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or bool(c.lora_rank))
+    if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or self.partial_checkpoints)
     self.data = run_data_info(c) if self.datasets is None else None
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
     kind = self.strategy.data_kind
     if self.data is not None and self.data['kind'] != kind:
         raise ValueError(f"--train_type {c.train_type} trains on {kind} data, but {c.data_root_path or 'the --data_mix'} holds "
                          f"{self.data['kind']} data: prepare {kind} data with astrai_nb_prepare --kind {kind}")
-    self.check_ref_path()
     if self.resume_path is not None: check_fits(self.resume_path, self.model_config, self.data)
     elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists():
         check_fits(c.param_path, None, self.data, TOKENIZER_FIELDS, 'cannot start from --param_path')
@@ -569,29 +609,11 @@ def resolve(self:TrainContextBuilder):
     if c.num_workers > cores:
         raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
                          f"workers only read windows of memory-mapped shards, so 0 to {cores} is plenty")
-    if c.lora_rank: self.check_lora_start()
+    self.fire('check')                       # each part's own refusals
     if self.model is None:
-        lora = 0
-        if c.lora_rank:
-            from astrai_nb.lora import lora_num_params, lora_shapes, check_lora_rank   # lazy: 35_lora comes after this notebook
-            check_lora_rank(lora_shapes(self.model_config), c.lora_rank, c.lora_targets)
-            lora = lora_num_params(self.model_config, c.lora_rank, c.lora_targets)
-        check_memory(self.model_config, self.device, c.parallel_mode, self.world_size, dist_env()['local_world_size'],
-                     reference=self.strategy.needs_reference and not lora, lora=lora)   # a LoRA reference is the base itself
-
-# %% ../nbs/34_trainer.ipynb #e4c2a7b1
-@patch
-def check_lora_start(self:TrainContextBuilder):
-    "Refuse LoRA over the random initialisation for pretraining, warn for the other train types (a fresh run without --param_path)."
-    c = self.config
-    if c.param_path is not None or self.resume_path is not None or self.model is not None: return
-    if self.strategy.data_kind == 'pretrain':
-        raise ValueError(f"--lora_rank {c.lora_rank} with --train_type {c.train_type} and no --param_path would train adapters over randomly "
-                         "initialised weights, which stay random (embeddings, output and every block weight frozen): leave out --lora_rank "
-                         "to pretrain every weight, or give --param_path a trained checkpoint or Hugging Face model to adapt")
-    if self.rank == 0:
-        print(f"lora: warning: no --param_path, so the adapters train over the random initial weights of --random_seed {c.random_seed}, "
-              "not over a trained model; give --param_path the model to fine-tune", file=sys.stderr, flush=True)
+        need = memory_needs(self.model_config, c.parallel_mode, self.world_size)
+        self.fire('memory', need)                # a reference copy, adapters instead of every weight training
+        check_memory(self.model_config, self.device, need, dist_env()['local_world_size'])
 
 # %% ../nbs/34_trainer.ipynb #9cbee88e
 def _near(n:int, unit:int) -> str:
@@ -655,7 +677,7 @@ def plan_batches(self:TrainContextBuilder):
 # %% ../nbs/34_trainer.ipynb #310fc842
 @patch
 def build_model(self:TrainContextBuilder):
-    "The model, on its device, with `param_path`'s weights for a new run (and for a resumed LoRA run: its checkpoints hold only adapters)."
+    "The model, on its device, with `param_path`'s weights for a new run (and for a resumed run whose checkpoints hold only what trains); then the parts' additions."
     c, mcfg = self.config, self.model_config
     self.window = c.window_size or mcfg.max_seq_len
     if self.window > mcfg.max_seq_len:
@@ -663,149 +685,16 @@ def build_model(self:TrainContextBuilder):
                          f"lower --window_size or use a model with a longer max_seq_len")
     # the strategy's additions (the reward model's head) come before any weights are loaded
     self.raw = self.strategy.setup_model(self.model if self.model is not None else Transformer(mcfg)).to(self.device)
-    if c.param_path is not None and (self.resume_path is None or c.lora_rank): load_initial_weights(self.raw, c.param_path)
-    meta = None if self.resume_path is None else check_checkpoint(self.resume_path, hashes=False)
-    saved = None
-    if meta is not None and 'lora' in meta:
-        from astrai_nb.lora import check_lora_record            # lazy: 35_lora comes after this notebook
-        saved = check_lora_record(meta['lora'], self.resume_path)
-    if self.resume_path is not None and bool(saved) != bool(c.lora_rank):
-        raise ValueError(f"cannot resume from {self.resume_path}: it was written by a run "
-                         + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
-                            if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
-                            f"a LoRA run from its weights with --param_path {self.resume_path}"))
-    if saved and c.lora_rank:
-        from astrai_nb.lora import lora_differences
-        if diff := lora_differences(saved, c):
-            raise ValueError(f"cannot resume from {self.resume_path}: its LoRA settings differ from this run's ({'; '.join(diff)}): resume "
-                             f"with the checkpoint's settings, or train new adapters over its weights with --param_path {self.resume_path} "
-                             "and another --ckpt_dir")
-    if c.lora_rank: self.add_adapters(saved)
-
-@patch
-def add_adapters(self:TrainContextBuilder,
-                 saved:dict|None=None):   # the `lora` record of the checkpoint this run resumes
-    "Record where the base weights come from and their hash (a resume checks it), freeze them, and add the LoRA layers (`35_lora`)."
-    from astrai_nb.lora import apply_lora, base_source, check_base, trainable_counts   # lazy: 35_lora comes after this notebook
-    c = self.config
-    base = {**base_source(c), 'sha256': weights_sha256(self.raw)}
-    if saved is not None: check_base(self.raw, saved['base'], f"cannot resume from {self.resume_path}")
-    apply_lora(self.raw, c.lora_rank, c.lora_alpha, c.lora_dropout, c.lora_targets)
-    self.raw.lora['base'] = base
-    if hasattr(self.raw, 'reward_head'): self.raw.reward_head.requires_grad_(True)    # rm: the new head trains beside the adapters
-    n, total = trainable_counts(self.raw)
-    if self.rank == 0:
-        print(f"lora: rank {c.lora_rank} on {c.lora_targets}: {n:,} trainable of {total:,} parameters ({100 * n / total:.2f}%); "
-              "the base weights are frozen", flush=True)
-
-# %% ../nbs/34_trainer.ipynb #7c4e2a90
-def weights_sha256(model:nn.Module) -> str:
-    "SHA-256 of a model's weights: every state_dict entry's name, dtype, shape and bytes, in order."
-    h = hashlib.sha256()
-    for name, t in model.state_dict().items():
-        t = t.detach().cpu().contiguous()
-        h.update(f"{name}:{t.dtype}:{tuple(t.shape)};".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
-
-def _reference_source(c:TrainConfig) -> dict:
-    "Where a run's reference model comes from: the flag and path, or the seeded initialisation."
-    if c.ref_path is not None: return {'source': '--ref_path', 'path': str(Path(c.ref_path).resolve())}
-    if c.param_path is not None: return {'source': '--param_path', 'path': str(Path(c.param_path).resolve())}
-    return {'source': 'init', 'random_seed': c.random_seed}
-
-def _describe(info:dict) -> str:
-    return (f"the initial weights of --random_seed {info['random_seed']}" if info['source'] == 'init'
-            else f"{info['source']} {info['path']}")
-
-@patch
-def check_ref_path(self:TrainContextBuilder):
-    "Refuse a `ref_path` the strategy does not use, that does not exist, or whose model or tokenizer differs from this run's."
-    c = self.config
-    if c.ref_path is None: return
-    if not self.strategy.needs_reference:
-        # kl's reference is its own stage-1 snapshot, not a path
-        uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference and t != 'kl']
-        raise ValueError(f"--ref_path is only used by train types with a reference model ({', '.join(uses)}), "
-                         f"not --train_type {c.train_type}: drop --ref_path")
-    path = Path(c.ref_path)
-    if not path.exists():
-        raise FileNotFoundError(f"--ref_path {path} does not exist: pass a checkpoint step directory or a Hugging Face "
-                                "model directory (or leave it out to start from a copy of the starting weights)")
-    if (path / 'meta.json').exists(): check_fits(path, self.model_config, self.data, TOKENIZER_FIELDS, 'cannot use --ref_path')
-
-@patch
-def build_reference(self:TrainContextBuilder):
-    "The strategy's frozen reference: a copy of the starting weights or `ref_path`'s; on resume, the one the checkpoint was trained against."
-    c, self.reference, self.reference_info = self.config, None, None
-    if not self.strategy.needs_reference: return
-    if c.lora_rank: return self.lora_reference()
-    info = _reference_source(c)
-    # a fresh run: the policy holds the starting weights now; a resumed one has not loaded them (they come from the checkpoint)
-    ref = copy.deepcopy(self.raw)
-    src = c.ref_path if c.ref_path is not None else c.param_path if self.resume_path is not None else None
-    if src is not None:
-        try: load_initial_weights(ref, src)
-        except (OSError, ValueError) as e:
-            if self.resume_path is None: raise
-            raise ValueError(f"cannot resume from {self.resume_path}: its reference model is rebuilt from "
-                             f"{_describe(info)}, which cannot be read ({e})") from None
-    ref.eval().requires_grad_(False)
-    info['sha256'] = weights_sha256(ref)
-    if self.resume_path is not None: check_reference(self.resume_path, info, c.train_type)
-    self.reference, self.reference_info = ref, info
-    self.strategy.reference = ref
-
-@patch
-def lora_reference(self:TrainContextBuilder):
-    "With LoRA the reference is the policy itself with its adapters off (`LoRAReference`): no second copy of the weights."
-    from astrai_nb.lora import LoRAReference            # lazy: 35_lora comes after this notebook
-    info = {**self.raw.lora['base'], 'adapters': 'off'}
-    if self.resume_path is not None: check_reference(self.resume_path, info, self.config.train_type)
-    self.reference, self.reference_info = LoRAReference(self.raw), info
-    self.strategy.reference = self.reference
-
-def check_reference(path, info:dict, train_type:str):
-    "Raise a `ValueError` unless checkpoint `path` was trained against the reference model `info` describes (the same weights, bitwise)."
-    saved = check_checkpoint(Path(path), hashes=False).get('reference')
-    if saved is None:
-        raise ValueError(f"cannot resume from {path}: it was written by a run without a reference model; start a new "
-                         f"--train_type {train_type} run from its weights with --param_path {path}")
-    if saved['source'] == 'synced': return            # the checkpoint carries the reference's weights (ReferenceSync)
-    if saved['sha256'] != info['sha256']:
-        how = ('leave out --param_path and --ref_path, with --random_seed ' + str(saved['random_seed'])
-               if saved['source'] == 'init' else f"{saved['source']} {saved['path']}")
-        raise ValueError(f"cannot resume from {path}: the reference model differs (checkpoint: {_describe(saved)}, "
-                         f"sha256 {saved['sha256'][:12]}…; this run: {_describe(info)}, sha256 {info['sha256'][:12]}…); "
-                         f"resume with the reference it was trained against ({how})")
-
-
-# %% ../nbs/34_trainer.ipynb #dbe2fc58
-@patch
-def sync_reference(self:TrainContext, **info):
-    "Copy the policy's weights into the reference model; from now on the checkpoints carry them (nothing can rebuild them)."
-    self.reference.load_state_dict(self.raw_model.state_dict())
-    self.reference_info = {'source': 'synced', 'step': self.iteration, 'sha256': weights_sha256(self.reference), **info}
-
-@patch(as_prop=True)
-def reference_synced(self:TrainContext) -> bool:
-    "Whether the reference is a copy the run made of its own weights (`sync_reference`)."
-    return self.reference_info is not None and self.reference_info['source'] == 'synced'
-
-class ReferenceSync(Callback):
-    "Every `interval` steps, copy the policy's weights into the reference model (GRPO's `sync_interval`)."
-    order = 5                                          # before the checkpoint of the same step
-    def __init__(self, interval:int): self.interval = interval
-
-    def on_step_end(self, ctx):
-        if not self.interval or ctx.iteration % self.interval or ctx.reference is None: return
-        ctx.sync_reference()
+    if c.param_path is not None and (self.resume_path is None or self.partial_checkpoints): load_initial_weights(self.raw, c.param_path)
+    self.resume_meta = None if self.resume_path is None else check_checkpoint(self.resume_path, hashes=False)
+    if self.resume_meta is not None:         # a checkpoint written with a part this run lacks, or the reverse
+        for P in RUN_PARTS: P.refuse_resume(c, self.resume_meta, self.resume_path)
+    self.fire('after_model')
+    if self.strategy.needs_reference and self.reference is None:
+        raise ValueError(f"--train_type {c.train_type} trains against a frozen reference model, which no part of this run builds: "
+                         "import astrai_nb.posttrain (its ReferencePart builds it; astrai_nb_train does)")
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
-def _stage2_seed(seed:int) -> int:
-    "The seed of stage 2's sampler: its own stream, so that a source of both stages is not read again in stage 1's order."
-    return int.from_bytes(hashlib.sha256(f"stage2:{seed}".encode()).digest()[:4], 'little')
-
 @patch
 def _sampler(self:TrainContextBuilder, ds:Dataset, data_mix, seed:int) -> ResumableDistributedSampler:
     "A `MixtureSampler` over the sources of `data_mix` (concatenated in `ds`), or the plain resumable sampler of one directory."
@@ -827,24 +716,19 @@ def _epoch_steps(self:TrainContextBuilder, ds:Dataset, what:str='the training da
 
 @patch
 def build_data(self:TrainContextBuilder):
-    "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run; kl's stage-2 loader when it has its own mixture."
+    "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run; then the parts' data (kl's stage 2)."
     c = self.config
     train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
     self.sampler = self._sampler(train_ds, c.data_mix, c.random_seed)
     self.steps_per_epoch = self._epoch_steps(train_ds)
     self.total_steps = self.budget_steps or c.max_steps or c.n_epoch * self.steps_per_epoch
-    kw = dict(batch_size=c.batch_per_device, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda', collate_fn=collate,
-              generator=torch.Generator().manual_seed(c.random_seed))
+    self.loader_kw = kw = dict(batch_size=c.batch_per_device, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda',
+                               collate_fn=collate, generator=torch.Generator().manual_seed(c.random_seed))
     self.train_loader = DataLoader(train_ds, sampler=self.sampler, drop_last=True, **kw)
     self.val_loader = (None if val_ds is None or len(val_ds) == 0 else
                        # rank r: windows r, r+W, ...
                        DataLoader(val_ds, sampler=range(self.rank, len(val_ds), self.world_size), **kw))
-    self.stage2_data = None
-    if c.stage2_data_mix is not None:      # validation stays on stage 1's held-out data: one measure across the boundary
-        ds2, _, _ = _load_mix(c.stage2_data_mix, self.strategy.data_kind, self.window)
-        sampler = self._sampler(ds2, c.stage2_data_mix, _stage2_seed(c.random_seed))
-        self.stage2_data = SimpleNamespace(sampler=sampler, loader=DataLoader(ds2, sampler=sampler, drop_last=True, **kw),
-                                           steps_per_epoch=self._epoch_steps(ds2, "stage 2's data (--stage2_data_mix)"))
+    self.fire('after_data')
 
 
 # %% ../nbs/34_trainer.ipynb #66ef1c6b
@@ -863,14 +747,14 @@ def build_optimizer(self:TrainContextBuilder):
 
 @patch
 def assemble(self:TrainContextBuilder) -> TrainContext:
-    "The context of the parts built so far, with the default callbacks unless others were given."
+    "The context of what was built, with the default callbacks unless others were given, and the run's parts (callbacks too)."
     c = self.config
     return TrainContext(config=c, model_config=self.model_config, raw_model=self.raw, model=self.wrapped,
                         optimizer=self.optimizer, scheduler=self.scheduler, strategy=self.strategy,
                         train_loader=self.train_loader, sampler=self.sampler, val_loader=self.val_loader,
                         device=self.device, compute_dtype=self.dtype,
                         scaler=torch.amp.GradScaler(self.device.type) if self.dtype == torch.float16 else None,
-                        callbacks=self.callbacks if self.callbacks is not None else self.default_callbacks(),
+                        callbacks=(self.callbacks if self.callbacks is not None else self.default_callbacks()) + self.parts,
                         window_size=self.window, steps_per_epoch=self.steps_per_epoch, total_steps=self.total_steps,
                         ckpt_dir=Path(c.ckpt_dir), world_size=self.world_size, rank=self.rank, executor=self.executor,
                         data_info=self.data, resume_request=self.resume, reference=self.reference,
@@ -895,26 +779,20 @@ def tokenizer_files(self:TrainContext) -> dict[str, bytes]:
     return {n: (root / n).read_bytes() for n in ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json')
             if (root / n).exists()}
 
-@patch
-def _synced_reference(self:TrainContext) -> dict:
-    "The reference's weights as an extra state, when `ReferenceSync` made them (nothing can rebuild them)."
-    return {'reference': self.reference.state_dict()} if self.reference_synced else {}
+@patch(as_prop=True)
+def parts(self:TrainContext) -> list:
+    "The run's parts (`RunPart`s among the callbacks), lowest `order` first."
+    return sorted((cb for cb in self.callbacks if isinstance(cb, RunPart)), key=attrgetter('order'))
 
 @patch
 def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
     model_sd, optim_sd = self.executor.state_dicts(self.raw_model, self.optimizer)
     if self.rank != 0: return None
-    lora = getattr(self.raw_model, 'lora', None)
-    if lora is not None:      # only what trains: the adapters (and a reward model's head); meta.json names and hashes the base
-        trains = {n for n, p in self.raw_model.named_parameters() if p.requires_grad}
-        model_sd = {k: v for k, v in model_sd.items() if k in trains}
-    ck = Checkpoint(model_sd, self.epoch, self.iteration,
-                    extra={'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(),
-                           'trainer_state': trainer_state(self), **self._synced_reference()},
-                    meta={'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'),
-                          'data': self.data_info, **({'reference': self.reference_info} if self.reference_info else {}),
-                          **({'lora': lora} if lora is not None else {})},
+    extra = {'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(), 'trainer_state': trainer_state(self)}
+    meta = {'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'), 'data': self.data_info}
+    for p in self.parts: p.saving(self, model_sd, extra, meta)     # a reference's record, adapters only, ...
+    ck = Checkpoint(model_sd, self.epoch, self.iteration, extra=extra, meta=meta,
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
     prune_checkpoints(self.ckpt_dir, keep_last)
@@ -939,24 +817,13 @@ def restore_schedule(self:TrainContext, saved:dict) -> dict:
     return changed
 
 @patch
-def load_reference(self:TrainContext, ck:Checkpoint):
-    "Take the synced reference a checkpoint carries, checked against the hash its meta.json records."
-    self.reference.load_state_dict(ck.extra['reference'])
-    info = ck.meta['reference']
-    if weights_sha256(self.reference) != info['sha256']:
-        raise ValueError(f"checkpoint step_{ck.iteration}: reference.pt does not match the reference hash in its meta.json; "
-                         "the file was changed after it was written")
-    self.reference_info = info
-
-@patch
 def load_checkpoint(self:TrainContext, path):
     "Restore model, optimizer moments, scheduler position and trainer state from `path`; the hyper-parameters stay this run's."
     ck = Checkpoint.load(path)
+    for p in self.parts: p.loading(self, ck)            # first: the weights a part's checkpoints leave out, a second data stage
     # this run's settings
     hyper = [{k: v for k, v in g.items() if k != 'params'} for g in self.optimizer.param_groups]
-    # a LoRA checkpoint holds the adapters; the base weights are the model's own (checked against its hash in `add_adapters`)
-    model_sd = {**self.raw_model.state_dict(), **ck.state_dict} if 'lora' in ck.meta else ck.state_dict
-    self.executor.load_state_dicts(self.raw_model, self.optimizer, model_sd, ck.extra['optimizer'])
+    self.executor.load_state_dicts(self.raw_model, self.optimizer, ck.state_dict, ck.extra['optimizer'])
     changed = {}
     for group, h in zip(self.optimizer.param_groups, hyper):
         changed.update({k: (group[k], v) for k, v in h.items() if k != 'lr' and _plain(group.get(k)) != _plain(v)})
@@ -966,49 +833,13 @@ def load_checkpoint(self:TrainContext, path):
         print("resume: this run's settings decide the schedule and the optimizer: "
               + ', '.join(f"{k} {a} -> {b}" for k, (a, b) in sorted(changed.items())), flush=True)
     st = ck.extra['trainer_state']
-    if st.get('data_stage', 1) == 2: self.start_stage2_data()     # before the position: it is stage 2's sampler's
     self.epoch, self.iteration, self.consumed, self.tokens_seen = st['epoch'], st['iteration'], st['consumed'], st['tokens_seen']
     self.sampler.load_state_dict(st['sampler'])
     if self.scaler is not None and st['scaler'] is not None: self.scaler.load_state_dict(st['scaler'])
     for cb in self.callbacks:
         if type(cb).__name__ in st['callbacks']: cb.load_state_dict(st['callbacks'][type(cb).__name__])
-    if 'reference' in ck.extra: self.load_reference(ck)
     set_rng_state(st['rng'])
     self.resumed, self.resumed_from = True, Path(path)
-
-# %% ../nbs/34_trainer.ipynb #a4414c8c
-class RunLock:
-    "An exclusive lock on a checkpoint directory for the life of a run: `flock` on `ckpt_dir/.lock`, released by the kernel if the process dies."
-    def __init__(self, ckpt_dir): self.path, self.fd = Path(ckpt_dir) / '.lock', None
-
-    def holder(self) -> str:
-        "Who holds the lock, as its holder wrote it."
-        try: h = json.loads(self.path.read_text())
-        except (OSError, ValueError): return 'another process'
-        return f"pid {h['pid']} on {h['host']}, since {h['since']}"
-
-    def acquire(self) -> RunLock:
-        "Take the lock, or raise a `ValueError` saying who holds it."
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise ValueError(f"{self.path.parent} is in use by another run ({self.holder()}): wait for it to end, "
-                             "or choose another --ckpt_dir") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({'pid': os.getpid(), 'host': socket.gethostname(), 'since': time.strftime('%Y-%m-%d %H:%M:%S'),
-                                 'command': sys.argv}).encode())
-        self.fd = fd
-        return self
-
-    def release(self):
-        "Give the lock back (the file stays: removing it would race with a run opening it)."
-        if self.fd is None: return
-        fcntl.flock(self.fd, fcntl.LOCK_UN); os.close(self.fd); self.fd = None
-
-    def __enter__(self): return self.acquire()
-    def __exit__(self, *exc): self.release()
 
 # %% ../nbs/34_trainer.ipynb #aca8faa7
 # besides the step_* checkpoints, what a run writes into its ckpt_dir
@@ -1093,70 +924,3 @@ def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or 
         h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
     ax.legend(handles, labels)
     return ax
-
-# %% ../nbs/34_trainer.ipynb #2d8f4b01
-class StageBoundary(Callback):
-    "The two-stage trainer's boundary: when stage 1 is complete, copy the policy into the frozen snapshot and switch the strategy to stage 2."
-    order = 5                                          # after the step's update, before its checkpoint
-    def __init__(self, steps:int|None=None,            # stage 1 ends after this many optimizer steps...
-                 tokens:int|None=None):                # ...or with the first step at which tokens_seen reaches this
-        self.steps, self.tokens = steps, tokens
-
-    def complete(self, ctx) -> bool:
-        "Whether the steps run so far complete stage 1."
-        return ctx.iteration >= self.steps if self.steps is not None else ctx.tokens_seen >= self.tokens
-
-    def on_train_begin(self, ctx):
-        snapshot = ctx.reference_synced                                                      # a resume after the boundary
-        ctx.strategy.stage = 2 if snapshot else 1
-        if not snapshot and self.complete(ctx): self.take(ctx)                               # stage 1 of 0 steps or tokens
-
-    def on_step_end(self, ctx):
-        if ctx.strategy.stage == 1 and self.complete(ctx): self.take(ctx)
-
-    def take(self, ctx):
-        "The snapshot: the policy's weights now, frozen in `ctx.reference`; the strategy trains against it (and on stage 2's data) from the next step."
-        ctx.sync_reference(stage=2)
-        ctx.strategy.stage = 2
-        if ctx.stage2_data is not None: ctx.start_stage2_data()
-        if ctx.rank == 0:
-            print(f"kl: stage 1 ends at step {ctx.iteration} ({ctx.tokens_seen:,} tokens); from step {ctx.iteration + 1} the loss "
-                  f"adds {ctx.config.kl_beta} x KL(policy || the snapshot of these weights)", flush=True)
-            if ctx.stage2_data is not None:
-                s = ctx.sampler
-                print("kl: stage 2 reads --stage2_data_mix " + ', '.join(f"{n} {r:.0%}" for n, r in zip(s.names, s.rates)), flush=True)
-
-@patch
-def start_stage2_data(self:TrainContext):
-    "Read stage 2's own data from now on: its loader and sampler, from the first sample of its first epoch."
-    d = self.stage2_data
-    self.train_loader, self.sampler, self.steps_per_epoch = d.loader, d.sampler, d.steps_per_epoch
-    self.epoch, self.consumed, self.data_stage = 0, 0, 2
-
-
-# %% ../nbs/34_trainer.ipynb #3cf4f229
-class SourceTokens(Callback):
-    "Count each source's tokens: `tokens_<name>` in the metrics after every step (running totals over the run)."
-    order = 4                                          # before the MetricLogger, and before kl's stage boundary switches the data
-    def __init__(self): self.tokens, self.pos, self.last, self.dir = {}, 0, {}, None
-
-    def state_dict(self) -> dict: return {'tokens': dict(self.tokens)}
-    def load_state_dict(self, sd:dict): self.tokens = dict(sd['tokens'])
-
-    def on_train_begin(self, ctx):
-        # the one directory stage 1 reads when it is not a mixture (kl with `stage2_data_mix`): a source of its own
-        self.dir = Path(ctx.data_info['path']).name if ctx.data_info is not None and 'sources' not in ctx.data_info else None
-        samplers = [ctx.sampler] + ([ctx.stage2_data.sampler] if ctx.stage2_data is not None else [])
-        names = [self.dir] + [n for s in samplers for n in getattr(s, 'names', [])]   # every stage's sources
-        self.tokens = {n: self.tokens.get(n, 0) for n in names if n is not None}
-    def on_epoch_begin(self, ctx): self.pos = ctx.consumed
-
-    def on_step_end(self, ctx):
-        if isinstance(ctx.sampler, MixtureSampler):
-            # the samples of this step, every rank; GRPO's later updates of a round train on the first one's samples again
-            counts = ctx.sampler.source_counts(ctx.epoch, self.pos, ctx.consumed) if ctx.consumed != self.pos else self.last
-            self.pos, self.last, n = ctx.consumed, counts, max(sum(counts.values()), 1)
-            for name, k in counts.items(): self.tokens[name] += round(ctx.step_tokens * k / n)
-        elif self.dir is not None: self.tokens[self.dir] += ctx.step_tokens
-        ctx.metrics.update({f'tokens_{name}': v for name, v in self.tokens.items()})
-
