@@ -329,52 +329,6 @@ class TrainContextBuilder:
         "Resume from 'auto' (newest complete checkpoint in ckpt_dir) or a checkpoint directory."
         self.resume = None if path is None else str(path); return self
 
-    def _resume_path(self) -> Path|None:
-        c = self.config
-        if self.resume is None: return None
-        if self.resume == 'auto':
-            path = latest_checkpoint(c.ckpt_dir)
-            if path is None: print(f"no complete checkpoint in {c.ckpt_dir}: starting from scratch")
-            else: print(f"resuming from {path}")
-            return path
-        path = Path(self.resume)
-        check_checkpoint(path)                       # an explicit checkpoint must be whole: CheckpointError otherwise
-        return path
-
-    def _model_config(self, vocab_size:int|None) -> ModelConfig:
-        "The model's config: the given model's, a JSON file's, the initial weights', or the preset sized to the data's vocabulary."
-        c = self.config
-        if self.model is not None: cfg = self.model.cfg
-        elif c.model_config is not None: cfg = ModelConfig.load(c.model_config)
-        elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists(): cfg = ModelConfig.load(Path(c.param_path) / 'config.json')
-        else:
-            cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
-            preset = PRESETS[c.model]['vocab_size']
-            if vocab_size and vocab_size != preset and self.rank == 0:
-                print(f"model: the {c.model} preset with the data's vocabulary of {vocab_size:,} ids "
-                      f"(the preset has {preset:,})")
-        if vocab_size and vocab_size > cfg.vocab_size:
-            raise ValueError(f"the data's tokenizer has {vocab_size} tokens but the model's vocab_size "
-                             f"is {cfg.vocab_size}: "
-                             f"use a model config with vocab_size >= {vocab_size}, or prepare the data "
-                             f"with --vocab_size {cfg.vocab_size}")
-        return cfg
-
-    def default_callbacks(self) -> list[Callback]:
-        "The default callbacks for the config (logs and progress on rank 0 only; checkpoints are collective, rank 0 writes)."
-        c = self.config
-        cbs = [GradientClipping(c.max_grad_norm, c.warmup_max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
-               CheckpointSaver(c.ckpt_interval, c.keep_last)]
-        if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
-        if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
-        if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
-        if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
-        if self.rank == 0:
-            cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
-            if c.progress: cbs.append(ProgressBar())
-            if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard', c.log_interval))
-        return cbs
-
     def build(self) -> TrainContext:
         "Seed, check, then build every part, and restore the checkpoint to resume from."
         self.setup()                  # seed, executor, device, precision, strategy, the run's parts
@@ -387,6 +341,57 @@ class TrainContextBuilder:
         ctx = self.assemble()
         if self.resume_path is not None: ctx.load_checkpoint(self.resume_path)
         return ctx
+
+# %% ../nbs/34_trainer.ipynb #443fa509
+@patch
+def _resume_path(self:TrainContextBuilder) -> Path|None:
+    c = self.config
+    if self.resume is None: return None
+    if self.resume == 'auto':
+        path = latest_checkpoint(c.ckpt_dir)
+        if path is None: print(f"no complete checkpoint in {c.ckpt_dir}: starting from scratch")
+        else: print(f"resuming from {path}")
+        return path
+    path = Path(self.resume)
+    check_checkpoint(path)                       # an explicit checkpoint must be whole: CheckpointError otherwise
+    return path
+
+@patch
+def _model_config(self:TrainContextBuilder, vocab_size:int|None) -> ModelConfig:
+    "The model's config: the given model's, a JSON file's, the initial weights', or the preset sized to the data's vocabulary."
+    c = self.config
+    if self.model is not None: cfg = self.model.cfg
+    elif c.model_config is not None: cfg = ModelConfig.load(c.model_config)
+    elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists(): cfg = ModelConfig.load(Path(c.param_path) / 'config.json')
+    else:
+        cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
+        preset = PRESETS[c.model]['vocab_size']
+        if vocab_size and vocab_size != preset and self.rank == 0:
+            print(f"model: the {c.model} preset with the data's vocabulary of {vocab_size:,} ids "
+                  f"(the preset has {preset:,})")
+    if vocab_size and vocab_size > cfg.vocab_size:
+        raise ValueError(f"the data's tokenizer has {vocab_size} tokens but the model's vocab_size "
+                         f"is {cfg.vocab_size}: "
+                         f"use a model config with vocab_size >= {vocab_size}, or prepare the data "
+                         f"with --vocab_size {cfg.vocab_size}")
+    return cfg
+
+# %% ../nbs/34_trainer.ipynb #2621a436
+@patch
+def default_callbacks(self:TrainContextBuilder) -> list[Callback]:
+    "The default callbacks for the config (logs and progress on rank 0 only; checkpoints are collective, rank 0 writes)."
+    c = self.config
+    cbs = [GradientClipping(c.max_grad_norm, c.warmup_max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
+           CheckpointSaver(c.ckpt_interval, c.keep_last)]
+    if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
+    if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
+    if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
+    if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
+    if self.rank == 0:
+        cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
+        if c.progress: cbs.append(ProgressBar())
+        if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard', c.log_interval))
+    return cbs
 
 # %% ../nbs/34_trainer.ipynb #0a1cdcc7
 @patch
@@ -784,6 +789,7 @@ def parts(self:TrainContext) -> list:
     "The run's parts (`RunPart`s among the callbacks), lowest `order` first."
     return sorted((cb for cb in self.callbacks if isinstance(cb, RunPart)), key=attrgetter('order'))
 
+# %% ../nbs/34_trainer.ipynb #6d8c4738
 @patch
 def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
@@ -798,6 +804,7 @@ def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
     prune_checkpoints(self.ckpt_dir, keep_last)
     return path
 
+# %% ../nbs/34_trainer.ipynb #407b4246
 def _plain(v): return tuple(v) if isinstance(v, list) else v     # a loaded state may hold a tuple as a list
 
 # what a scheduler state says about where it is
