@@ -4,12 +4,12 @@
 
 # %% ../nbs/02_prepare.ipynb #6c79b4ff
 from __future__ import annotations
-import codecs, ctypes, errno, functools, hashlib, io, itertools, json, os, re, stat
+import codecs, hashlib, io, itertools, json, os, re, stat
 import shutil, socket, sys, sysconfig, tempfile, time, warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -17,9 +17,12 @@ from fastcore.basics import patch
 from tokenizers import pre_tokenizers
 from tqdm import tqdm
 from .config import Config
+from .durable import (current_umask, make_ordinary, tmp_beside, write_json, fsync_dir, swap_in,
+                                  NoSpaceError, disk_full, room_for)
 from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 # Lazy import: `pyarrow` (1 s to import) is imported inside the functions that read parquet, so what needs only a
 # name from here (the loaders, `tasks`, the scripts' --help) skips it.
+_umask = current_umask   # its old name here: `hf` and `lora` import it from this module
 
 # %% auto #0
 __all__ = ['STDLIB_EXCLUDE', 'MAX_LINE_BYTES', 'READ_BYTES', 'SHARD_DTYPES', 'PIECE_CHARS', 'WHOLE_CHARS', 'BATCH_CHARS',
@@ -27,9 +30,9 @@ __all__ = ['STDLIB_EXCLUDE', 'MAX_LINE_BYTES', 'READ_BYTES', 'SHARD_DTYPES', 'PI
            'SAMPLE_WORD_CHARS', 'builtin_corpus_root', 'read_text_file', 'builtin_corpus_files', 'builtin_documents',
            'write_jsonl', 'iter_jsonl', 'read_jsonl', 'input_format', 'read_documents', 'check_input_file',
            'token_dtype', 'val_flags', 'split_documents', 'tail_start', 'pretoken_cuts', 'split_document',
-           'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents', 'NoSpaceError',
-           'write_token_shards', 'read_post_rows', 'sft_messages', 'dpo_messages', 'prompt_messages', 'PrepareConfig',
-           'prepare_data', 'tokenizer_sample', 'data_hash', 'check_prepared']
+           'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents', 'write_token_shards',
+           'read_post_rows', 'sft_messages', 'dpo_messages', 'prompt_messages', 'PrepareConfig', 'prepare_data',
+           'tokenizer_sample', 'data_hash', 'check_prepared']
 
 # %% ../nbs/02_prepare.ipynb #34c782d5
 STDLIB_EXCLUDE = ('test', 'tests', 'idle_test', '__pycache__', 'site-packages', 'dist-packages')  # left out
@@ -97,25 +100,12 @@ def builtin_documents(root=None) -> Iterator[str]:
     for f in builtin_corpus_files(root): yield read_text_file(f)
 
 # %% ../nbs/02_prepare.ipynb #9ba64dda
-def _umask() -> int:
-    "The process's umask (read by setting it and setting it back)."
-    m = os.umask(0)
-    os.umask(m)
-    return m
-
-def _tmp_path(path:Path) -> Path:
-    "A fresh temporary file beside `path` (so `os.replace` onto `path` is atomic), as an ordinary file."
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())        # mkstemp makes files private (0600); data files are ordinary
-    return Path(tmp)
-
 def write_jsonl(path,      # the file to write (its directory must exist)
                 rows       # dicts, one per line
                ) -> Path:
     "Write `rows` as UTF-8 JSON lines to `path`, atomically: a temporary file beside it, then `os.replace`."
     path = Path(path)
-    tmp = _tmp_path(path)
+    tmp = tmp_beside(path)
     try:
         with open(tmp, 'w', encoding='utf-8') as f:
             for r in rows: f.write(json.dumps(r, ensure_ascii=False) + '\n')
@@ -522,58 +512,6 @@ def tokenize_documents(docs:Iterable[str],      # documents, each a string
     docs = tqdm(docs, desc='tokenizing', unit=' documents', disable=not progress)
     return encode_pieces(tok, document_pieces(((t, True) for t in docs), PIECE_CHARS if _cuttable(tok) else None), dtype)
 
-# %% ../nbs/02_prepare.ipynb #c46cfcfc
-def _write_json(path:Path, obj):
-    "Write `obj` as indented JSON to `path` atomically."
-    tmp = _tmp_path(path)
-    try:
-        with open(tmp, 'w', encoding='utf-8') as f:
-            f.write(json.dumps(obj, indent=2, ensure_ascii=False) + '\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally: tmp.unlink(missing_ok=True)
-
-def _mb(n:int) -> str: return f"{n / 1e6:.1f} MB"
-
-class NoSpaceError(OSError):
-    "The disk filled up (or a quota ran out) while writing: what, where, the room needed and the room free."
-    def __init__(self, what:str,             # what was being written
-                 where,                      # the folder it was written to
-                 need:int|None=None,         # bytes it needs, when known
-                 free:int|None=None):        # bytes free; default: measured now
-        self.what, self.where, self.need = what, Path(where), need
-        d = self.where
-        while not d.exists() and d != d.parent: d = d.parent
-        self.free = shutil.disk_usage(d).free if free is None else free
-        needs = f"needs {_mb(need)}, " if need else ''
-        super().__init__(errno.ENOSPC, f"no space left on device writing {what} in {where}: {needs}"
-                                       f"{_mb(self.free)} free; free some space, or write to another disk")
-    def __str__(self): return self.strerror
-
-def _disk_full(e:BaseException|None) -> bool:
-    "Whether `e`, or an exception it was raised from, is 'no space left on device' or 'disk quota exceeded'."
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT): return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-def _check_room(what:str, where, need:int):
-    "Refuse to start writing `need` bytes of `what` in `where` when its disk has less room than that."
-    if shutil.disk_usage(where).free < need: raise NoSpaceError(what, where, need)
-
-@contextmanager
-def _room_for(what:str, where, need:int|None=None):
-    "Check for room for `need` bytes; a full disk inside the block, however wrapped, is a `NoSpaceError`."
-    if need: _check_room(what, where, need)
-    try: yield
-    except NoSpaceError: raise
-    except Exception as e:
-        if _disk_full(e): raise NoSpaceError(what, where, need) from None
-        raise
-
 # %% ../nbs/02_prepare.ipynb #6a1d93f0
 def write_token_shards(out_dir,                                   # folder to write train.bin and val.bin into (must exist)
                        tokenized:Iterable[tuple[np.ndarray, bool]],# (ids, last chunk of its document), in order
@@ -587,8 +525,8 @@ def write_token_shards(out_dir,                                   # folder to wr
     hashes, sizes, tmps = {n: hashlib.sha256() for n in info}, dict.fromkeys(info, 0), {}
     bar = tqdm(desc='writing shards', unit=' documents', disable=not progress)
     try:
-        with _room_for('the token shards', out_dir, need), ExitStack() as files:
-            for n in info: tmps[n] = _tmp_path(out_dir/f'{n}.bin')
+        with room_for('the token shards', out_dir, need), ExitStack() as files:
+            for n in info: tmps[n] = tmp_beside(out_dir/f'{n}.bin')
             out = {n: files.enter_context(open(t, 'wb')) for n, t in tmps.items()}
             name, done = None, 0
             for ids, last in tokenized:
@@ -740,43 +678,6 @@ _HOST = re.sub(r'[^A-Za-z0-9]', '', socket.gethostname())[:40] or 'host'
 
 def _staging_prefix(out:Path) -> str: return f'.{out.name}.prepare-{_HOST}-{os.getpid()}-'
 
-@functools.cache
-def _renameat2():
-    "libc's `renameat2`, or None where there is none (not Linux, an old C library)."
-    if not sys.platform.startswith('linux'): return None
-    try: fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError): return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
-    fn.restype = ctypes.c_int
-    return fn
-
-def _exchange(a:Path, b:Path) -> bool:
-    "Swap the entries at `a` and `b` in one atomic step (`renameat2(RENAME_EXCHANGE)`); False where it can't."
-    fn = _renameat2()
-    if fn is None: return False
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0: return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP): return False   # a kernel or filesystem without
-    raise OSError(err, os.strerror(err), str(a), None, str(b))
-
-def _swap_in(new:Path,              # a complete directory, beside `out`
-             out:Path,              # where it goes
-             exchange:bool=True,    # use the atomic exchange where there is one
-            ) -> Path|None:         # where the old `out` went (to delete), or None when there was none
-    "Put the directory `new` at `out` in one step: a rename, an atomic exchange, or (else) two renames."
-    if not out.exists():
-        os.rename(new, out)
-        return None
-    if exchange and _exchange(new, out): return new              # the old directory is now at `new`'s name
-    aside = new.with_name(new.name.replace('.prepare-', '.old-', 1))
-    os.rename(out, aside)                                # killed here: the next run puts `aside` back
-    try: os.rename(new, out)
-    except BaseException:
-        os.rename(aside, out)
-        raise
-    return aside
-
 def _temp_dirs(out:Path) -> Iterator[tuple[Path, str, str, int]]:
     "The folders that runs preparing `out` made beside it: (path, 'prepare' or 'old', host, pid)."
     pat = re.compile(rf'\.{re.escape(out.name)}\.(prepare|old)-([A-Za-z0-9]+)-(\d+)-\w+')
@@ -885,14 +786,6 @@ def _mkdirs(d:Path) -> list[Path]:
     for m in reversed(made): m.mkdir(exist_ok=True)
     return made
 
-def _fsync_dir(d:Path):
-    "Make the renames in `d` durable (POSIX; a no-op where directories cannot be opened)."
-    try: fd = os.open(d, os.O_RDONLY)
-    except OSError: return
-    try: os.fsync(fd)
-    except OSError: pass
-    finally: os.close(fd)
-
 def _discard(staging:Path, made:Sequence[Path]):
     "Remove a failed run's staging folder, and the parent folders it created if they are still empty."
     shutil.rmtree(staging, ignore_errors=True)
@@ -902,9 +795,9 @@ def _discard(staging:Path, made:Sequence[Path]):
 
 def _commit(staging:Path, out:Path, meta:dict) -> Path|None:
     "Finish the staging folder (meta.json last) and swap it in at `out`; where the old one went."
-    _write_json(staging/'meta.json', meta)
-    os.chmod(staging, 0o777 & ~_umask())                 # mkdtemp made it private (0700)
-    return _swap_in(staging, out)
+    write_json(staging/'meta.json', meta)
+    make_ordinary(staging)                               # mkdtemp made it private (0700)
+    return swap_in(staging, out, staging.with_name(staging.name.replace('.prepare-', '.old-', 1)))
 
 def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for short, `out`, and then...
                  *args, **kwargs,                        # ...the other fields, in order or by name
@@ -928,12 +821,12 @@ def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for 
         old = _commit(staging, out, meta)
     except BaseException as e:
         _discard(staging, made)
-        if not _disk_full(e): raise
+        if not disk_full(e): raise
         raise NoSpaceError(getattr(e, 'what', 'the data'), given, getattr(e, 'need', None), free) from None
     if old is not None:
         try: shutil.rmtree(old, ignore_errors=True)
         finally: shutil.rmtree(old, ignore_errors=True)  # again, if a signal cut the first short
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     return meta, seconds
 
 # %% ../nbs/02_prepare.ipynb #4dd51edb
@@ -1096,7 +989,7 @@ def _write_post_splits(staging:Path, rows:Iterable[Mapping], is_val:Iterable[boo
     "Copy each row to `staging`'s train.jsonl or val.jsonl as it comes, counting its tokens; per split: file, sha256, counts."
     splits = {n: {'file': f'{n}.jsonl', 'examples': 0, 'tokens': 0, 'max_tokens': 0} for n in ('train', 'val')}
     hashes = {n: hashlib.sha256() for n in splits}
-    with _room_for('the JSONL splits', staging), ExitStack() as files:
+    with room_for('the JSONL splits', staging), ExitStack() as files:
         out = {n: files.enter_context(open(staging/f'{n}.jsonl', 'wb')) for n in splits}
         for row, v in zip(rows, is_val):
             name, k = 'val' if v else 'train', _post_length(row, kind, tok)
