@@ -26,13 +26,14 @@ _umask = current_umask   # its old name here: `hf` and `lora` import it from thi
 
 # %% auto #0
 __all__ = ['STDLIB_EXCLUDE', 'MAX_LINE_BYTES', 'READ_BYTES', 'SHARD_DTYPES', 'PIECE_CHARS', 'WHOLE_CHARS', 'BATCH_CHARS',
-           'POST_KINDS', 'KINDS', 'DATA_FORMAT', 'DATA_VERSION', 'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES',
-           'SAMPLE_WORD_CHARS', 'builtin_corpus_root', 'read_text_file', 'builtin_corpus_files', 'builtin_documents',
-           'write_jsonl', 'iter_jsonl', 'read_jsonl', 'input_format', 'read_documents', 'check_input_file',
-           'token_dtype', 'val_flags', 'split_documents', 'tail_start', 'pretoken_cuts', 'split_document',
-           'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents', 'write_token_shards',
-           'read_post_rows', 'sft_messages', 'dpo_messages', 'prompt_messages', 'PrepareConfig', 'prepare_data',
-           'tokenizer_sample', 'data_hash', 'check_prepared']
+           'DATA_KINDS', 'POST_KINDS', 'KINDS', 'DATA_FORMAT', 'DATA_VERSION', 'TOKENIZER_FILES', 'DATA_FILES',
+           'OUT_FILES', 'SAMPLE_WORD_CHARS', 'builtin_corpus_root', 'read_text_file', 'builtin_corpus_files',
+           'builtin_documents', 'write_jsonl', 'iter_jsonl', 'read_jsonl', 'input_format', 'read_documents',
+           'check_input_file', 'token_dtype', 'val_flags', 'split_documents', 'tail_start', 'pretoken_cuts',
+           'split_document', 'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents',
+           'write_token_shards', 'sft_messages', 'dpo_messages', 'prompt_messages', 'DataKind', 'register_kind',
+           'data_kind', 'read_post_rows', 'PrepareConfig', 'prepare_data', 'tokenizer_sample', 'data_hash',
+           'check_prepared']
 
 # %% ../nbs/02_prepare.ipynb #34c782d5
 STDLIB_EXCLUDE = ('test', 'tests', 'idle_test', '__pycache__', 'site-packages', 'dist-packages')  # left out
@@ -558,11 +559,7 @@ def write_token_shards(out_dir,                                   # folder to wr
     return info
 
 # %% ../nbs/02_prepare.ipynb #7b039788
-POST_KINDS = ('sft', 'dpo', 'grpo')
-KINDS = ('pretrain',) + POST_KINDS
 _ROLES = ('system', 'user', 'assistant')
-_POST_KEYS = {'sft': ('prompt', 'response'), 'dpo': ('prompt', 'chosen', 'rejected'),
-              'grpo': ('prompt', 'answer')}           # the keys a row needs (SFT: unless it has messages)
 
 def _str_problem(row:dict, key:str) -> str|None:
     v = row[key]
@@ -585,17 +582,8 @@ def _messages_problem(msgs) -> str|None:
         return "no assistant message: an SFT example needs something to learn"
     return None
 
-def _check_kind(kind:str):
-    if kind not in POST_KINDS:
-        raise ValueError(f"unknown kind {kind!r}; post-training kinds are {POST_KINDS}")
-
-def _row_problem(row:dict, kind:str) -> str|None:
-    "What is wrong with one post-training row of `kind`, or None."
-    _check_kind(kind)
-    if kind == 'sft' and 'messages' in row: return _messages_problem(row['messages'])
-    if kind == 'sft' and ('prompt' not in row or 'response' not in row):
-        return "an SFT line needs 'messages', or 'prompt' and 'response'"
-    keys = _POST_KEYS[kind]
+def _keys_problem(row:dict, kind:str, keys:Sequence[str]) -> str|None:
+    "What is wrong with the `keys` of a row of `kind` (each present, a string; an answer may be a number), or None."
     for k in keys:
         if k not in row: return f"missing key {k!r}; every {kind} line needs {list(keys)}"
         v = row[k]
@@ -604,9 +592,79 @@ def _row_problem(row:dict, kind:str) -> str|None:
         if p: return p
     return None
 
+def sft_messages(row:Mapping) -> list[dict]:
+    "The conversation of an SFT row: its `messages`, or a user turn (`prompt`) and a reply (`response`)."
+    if 'messages' in row: return list(row['messages'])
+    return [{'role': 'user', 'content': row['prompt']}, {'role': 'assistant', 'content': row['response']}]
+
+def dpo_messages(row:Mapping, side:str) -> list[dict]:
+    "One side of a DPO row as a conversation: the prompt, then `side` ('chosen' or 'rejected') as the reply."
+    return [{'role': 'user', 'content': row['prompt']}, {'role': 'assistant', 'content': row[side]}]
+
+def prompt_messages(row:Mapping) -> list[dict]:
+    "The prompt of a GRPO row as a conversation for the model to answer: one user turn."
+    return [{'role': 'user', 'content': row['prompt']}]
+
+# %% ../nbs/02_prepare.ipynb #cd34bae0
+@dataclass
+class DataKind:
+    "A kind of post-training data, whole: what a row holds and how it is checked, its texts and length, how its examples are read and batched."
+    name: str                             # the --kind of astrai_nb_prepare, and a strategy's `data_kind`
+    keys: tuple[str, ...]                 # the keys every row needs
+    length: Callable                      # (row, tok) -> the token ids its examples hold, counted by prepare
+    check: Callable|None = None           # row -> what is wrong with it, or None; default: the keys present, strings
+    texts: Callable|None = None           # row -> its strings, to train a tokenizer on; default: the keys' values
+    padding_side: str = 'right'           # of its batches: 'left' for prompts a model continues (`02b_batches`)
+    packable: bool = False                # its examples may be packed into windows (`02b_batches`)
+    dataset: type|None = None             # the Dataset of its examples, set where it is defined (`02a_examples`)
+
+    def problem(self, row:dict) -> str|None:
+        "What is wrong with one row of this kind, or None."
+        return self.check(row) if self.check else _keys_problem(row, self.name, self.keys)
+
+    def row_texts(self, row:Mapping) -> Iterator[str]:
+        "The strings of a row, to train a tokenizer on."
+        return iter(self.texts(row)) if self.texts else (str(row[k]) for k in self.keys)
+
+DATA_KINDS: dict[str, DataKind] = {}      # the kinds of post-training data, by name
+
+def register_kind(kind:DataKind) -> DataKind:
+    "Add `kind` to `DATA_KINDS` (replacing one of the same name)."
+    DATA_KINDS[kind.name] = kind
+    return kind
+
+def data_kind(name:str) -> DataKind:
+    "The registered kind `name`; a `ValueError` naming the kinds there are."
+    if name not in DATA_KINDS: raise ValueError(f"unknown kind {name!r}; post-training kinds are {tuple(DATA_KINDS)}")
+    return DATA_KINDS[name]
+
+# %% ../nbs/02_prepare.ipynb #9b094b99
+def _chat_len(tok:TextTokenizer, messages:list[dict], **kw) -> int: return len(tok.encode_chat(messages, **kw)[0])
+
+def _sft_problem(row:dict) -> str|None:
+    "An SFT row: its `messages` checked, or `prompt` and `response`."
+    if 'messages' in row: return _messages_problem(row['messages'])
+    if 'prompt' not in row or 'response' not in row: return "an SFT line needs 'messages', or 'prompt' and 'response'"
+    return _keys_problem(row, 'sft', ('prompt', 'response'))
+
+register_kind(DataKind('sft', ('prompt', 'response'), check=_sft_problem, packable=True,
+                       texts=lambda r: (m['content'] for m in sft_messages(r)),
+                       length=lambda r, tok: _chat_len(tok, sft_messages(r))))
+register_kind(DataKind('dpo', ('prompt', 'chosen', 'rejected'),
+                       length=lambda r, tok: _chat_len(tok, dpo_messages(r, 'chosen')) + _chat_len(tok, dpo_messages(r, 'rejected'))))
+register_kind(DataKind('grpo', ('prompt', 'answer'), padding_side='left',
+                       length=lambda r, tok: _chat_len(tok, prompt_messages(r), add_generation_prompt=True)))
+POST_KINDS = tuple(DATA_KINDS)
+KINDS = ('pretrain',) + POST_KINDS
+
+# %% ../nbs/02_prepare.ipynb #61e1ed7f
+def _row_problem(row:dict, kind:str) -> str|None:
+    "What is wrong with one post-training row of `kind`, or None."
+    return data_kind(kind).problem(row)
+
 def _post_rows(files:Sequence[Path], kind:str) -> Iterator[dict]:
     "The rows of post-training JSONL files, a line at a time, each checked for `kind`; errors name the file and line."
-    _check_kind(kind)
+    data_kind(kind)                                       # a known kind, or the error
     for path in files:
         _check_exists(path)
         n = 0
@@ -622,19 +680,6 @@ def read_post_rows(path,        # a JSON-lines file
                   ) -> list[dict]:
     "The rows of a post-training JSONL file, each checked for `kind`; errors name the file and line."
     return list(_post_rows([Path(path)], kind))
-
-def sft_messages(row:Mapping) -> list[dict]:
-    "The conversation of an SFT row: its `messages`, or a user turn (`prompt`) and a reply (`response`)."
-    if 'messages' in row: return list(row['messages'])
-    return [{'role': 'user', 'content': row['prompt']}, {'role': 'assistant', 'content': row['response']}]
-
-def dpo_messages(row:Mapping, side:str) -> list[dict]:
-    "One side of a DPO row as a conversation: the prompt, then `side` ('chosen' or 'rejected') as the reply."
-    return [{'role': 'user', 'content': row['prompt']}, {'role': 'assistant', 'content': row[side]}]
-
-def prompt_messages(row:Mapping) -> list[dict]:
-    "The prompt of a GRPO row as a conversation for the model to answer: one user turn."
-    return [{'role': 'user', 'content': row['prompt']}]
 
 # %% ../nbs/02_prepare.ipynb #82208c7c
 DATA_FORMAT, DATA_VERSION = 'astrai_nb.data', 1
@@ -972,27 +1017,14 @@ def _prepare_pretrain(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     return meta, _seconds(t)
 
 # %% ../nbs/02_prepare.ipynb #8e3c5b72
-def _post_texts(rows:Sequence[Mapping], kind:str) -> Iterator[str]:
-    "Every string of post-training rows, to train a tokenizer on."
-    for r in rows:
-        if kind == 'sft': yield from (m['content'] for m in sft_messages(r))
-        else: yield from (str(r[k]) for k in _POST_KEYS[kind])
-
-def _post_length(row:Mapping, kind:str, tok:TextTokenizer) -> int:
-    "Token ids of a row: the conversation (sft), chosen + rejected (dpo), the generation prompt (grpo)."
-    def n(messages, **kw) -> int: return len(tok.encode_chat(messages, **kw)[0])
-    if kind == 'sft': return n(sft_messages(row))
-    if kind == 'dpo': return n(dpo_messages(row, 'chosen')) + n(dpo_messages(row, 'rejected'))
-    return n(prompt_messages(row), add_generation_prompt=True)
-
 def _write_post_splits(staging:Path, rows:Iterable[Mapping], is_val:Iterable[bool], kind:str, tok:TextTokenizer) -> dict:
     "Copy each row to `staging`'s train.jsonl or val.jsonl as it comes, counting its tokens; per split: file, sha256, counts."
     splits = {n: {'file': f'{n}.jsonl', 'examples': 0, 'tokens': 0, 'max_tokens': 0} for n in ('train', 'val')}
-    hashes = {n: hashlib.sha256() for n in splits}
+    hashes, K = {n: hashlib.sha256() for n in splits}, data_kind(kind)
     with room_for('the JSONL splits', staging), ExitStack() as files:
         out = {n: files.enter_context(open(staging/f'{n}.jsonl', 'wb')) for n in splits}
         for row, v in zip(rows, is_val):
-            name, k = 'val' if v else 'train', _post_length(row, kind, tok)
+            name, k = 'val' if v else 'train', K.length(row, tok)
             line = (json.dumps(row, ensure_ascii=False) + '\n').encode('utf-8')
             out[name].write(line)
             hashes[name].update(line)
@@ -1007,13 +1039,13 @@ def _write_post_splits(staging:Path, rows:Iterable[Mapping], is_val:Iterable[boo
 def _prepare_post(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     "Post-training: rows -> tokenizer -> train.jsonl/val.jsonl in `staging`, streamed; the meta and the seconds taken."
     t, files = [time.perf_counter()], [Path(f) for f in c.input]
-    rows = lambda: _post_rows(files, c.kind)
+    rows, K = lambda: _post_rows(files, c.kind), data_kind(c.kind)
     n_rows, n_texts = 0, 0
-    for r in rows(): n_rows, n_texts = n_rows + 1, n_texts + sum(1 for _ in _post_texts([r], c.kind))
+    for r in rows(): n_rows, n_texts = n_rows + 1, n_texts + sum(1 for _ in K.row_texts(r))
     val_flags(n_rows, c.val_fraction, c.seed)                                   # checked now, before the long steps
     t.append(time.perf_counter())
     if c.tokenizer is not None: tok = TextTokenizer.load(c.tokenizer)
-    else: tok = _train_tokenizer(_post_texts(rows(), c.kind), n_texts, c, ' texts')
+    else: tok = _train_tokenizer((t for r in rows() for t in K.row_texts(r)), n_texts, c, ' texts')
     t.append(time.perf_counter())
     flags = itertools.chain.from_iterable(val_flags(n_rows, c.val_fraction, c.seed))
     splits = _write_post_splits(staging, rows(), flags, c.kind, tok)
