@@ -150,13 +150,13 @@ def _write_into(self:Checkpoint, tmp:Path, tensors:dict, aliases:dict):
         # a Python file, so a failed write reaches us as the OSError it is
         with open(tmp / f'{name}.pt', 'wb') as f:
             torch.save(obj, f); f.flush(); os.fsync(f.fileno())
-    if self.config is not None: write_json(tmp / 'config.json', self.config)
-    if self.train_config is not None: write_json(tmp / 'train_config.json', self.train_config)
+    if self.config is not None: write_json(tmp / 'config.json', self.config, ensure_ascii=True)
+    if self.train_config is not None: write_json(tmp / 'train_config.json', self.train_config, ensure_ascii=True)
     for name, data in self.assets.items(): _write_bytes(tmp / name, data)
     files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
     write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
                              'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra),
-                             'assets': sorted(self.assets), **self.meta})
+                             'assets': sorted(self.assets), **self.meta}, ensure_ascii=True)
 
 def _swap_in(tmp:Path, final:Path):
     "Put `tmp` at `final` (a step saved before is swapped out and removed, or put back if that fails) and make it durable."

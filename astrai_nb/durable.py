@@ -46,12 +46,15 @@ def tmp_beside(path) -> Path:
     os.close(fd)
     return make_ordinary(tmp)            # mkstemp makes files private (0600); what we write is ordinary
 
-def write_json(path, obj):
+def write_json(path,                   # the file to write (its directory must exist)
+               obj,                    # what JSON can hold
+               ensure_ascii:bool=False # write non-ASCII characters as \u escapes
+              ):
     "Write `obj` as indented UTF-8 JSON to `path` atomically: a temporary file beside it, flushed, then `os.replace`."
     tmp = tmp_beside(path)
     try:
         with open(tmp, 'w', encoding='utf-8') as f:
-            f.write(json.dumps(obj, indent=2, ensure_ascii=False) + '\n')
+            f.write(json.dumps(obj, indent=2, ensure_ascii=ensure_ascii) + '\n')
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
