@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
-from .prepare import POST_KINDS, check_prepared, read_post_rows
+from .prepare import POST_KINDS, DATA_KINDS, check_prepared, read_post_rows
 from .examples import (
     IGNORE_INDEX, PretrainDataset, SFTDataset, DPODataset, PromptDataset, _positive_int)
 
@@ -125,10 +125,11 @@ def load_post_data(data_root_path,            # a directory prepared with kind '
     meta, tok = check_prepared(root, kind)
     k = meta['kind']
     if k not in POST_KINDS: raise ValueError(f"{root} holds {k} data; use load_pretrain_data for it")
-    if pack and (k != 'sft' or max_len is None):
+    if pack and (not DATA_KINDS[k].packable or max_len is None):
+        packable = ' or '.join(repr(n) for n, d in DATA_KINDS.items() if d.packable)
         raise ValueError("pack=True packs SFT examples into windows of max_len positions: "
-                         "it needs kind 'sft' and a max_len")
-    make = {'sft': SFTDataset, 'dpo': DPODataset, 'grpo': PromptDataset}[k]
+                         f"it needs kind {packable} and a max_len")
+    make = DATA_KINDS[k].dataset
     out = []
     for split in ('train', 'val'):
         ds = make(read_post_rows(root/meta['splits'][split]['file'], k), tok, max_len)
@@ -136,5 +137,6 @@ def load_post_data(data_root_path,            # a directory prepared with kind '
     return out[0], out[1], meta
 
 def collator_for(meta:Mapping, pad_to_multiple_of:int|None=None) -> Collator:
-    "The `Collator` for a directory's kind: right padding for training data, left padding for GRPO prompts."
-    return Collator(meta['pad_id'], 'left' if meta['kind'] == 'grpo' else 'right', pad_to_multiple_of)
+    "The `Collator` for a directory's kind: its kind's padding side (right for training data, left for GRPO prompts)."
+    k = DATA_KINDS.get(meta['kind'])
+    return Collator(meta['pad_id'], k.padding_side if k else 'right', pad_to_multiple_of)

@@ -12,6 +12,7 @@ from torch import Tensor
 from safetensors.torch import save_file, load_file
 from safetensors import safe_open, SafetensorError
 from fastcore.basics import patch
+from .durable import make_ordinary, fsync_file, fsync_dir, write_json, swap_in, free_space, check_room
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
@@ -35,15 +36,6 @@ def _sha256(path:Path, chunk:int=1 << 20) -> str:
     with open(path, 'rb') as f:
         while block := f.read(chunk): h.update(block)
     return h.hexdigest()
-
-def _write_json(path:Path, obj):
-    "Write `obj` as JSON and flush it to disk."
-    with open(path, 'w') as f:
-        json.dump(obj, f, indent=2); f.write('\n'); f.flush(); os.fsync(f.fileno())
-
-def _fsync(path:Path):
-    "Flush a written file to disk."
-    with open(path, 'rb') as f: os.fsync(f.fileno())
 
 # %% ../nbs/31_checkpoint.ipynb #df420bfe
 def _split_aliases(state_dict:dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, str]]:
@@ -104,15 +96,6 @@ def _tensor_bytes(obj) -> int:
     if isinstance(obj, (list, tuple)): return sum(_tensor_bytes(v) for v in obj)
     return 0
 
-def _free_space(path:Path) -> int:
-    "Free bytes on the file system of `path` (or of its nearest existing parent)."
-    while not path.exists() and path != path.parent: path = path.parent
-    return shutil.disk_usage(path).free
-
-def _check_space(ckpt_dir:Path, need:int):
-    "Raise ENOSPC when `ckpt_dir` has less than `need` bytes free."
-    if need > _free_space(ckpt_dir): raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
 def _os_error(e:BaseException) -> OSError|None:
     "The operating-system error behind a failed write: `e` itself, the one `torch.save` ran into, or the errno in safetensors' message."
     while e is not None:
@@ -127,7 +110,7 @@ def _write_error(e:OSError, name:str, ckpt_dir:Path, need:int) -> OSError:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         msg = (f"no space left on device writing checkpoint {name} into {ckpt_dir}: needs at least "
                f"{need / 1e6:.1f} MB, "
-               f"{_free_space(ckpt_dir) / 1e6:.1f} MB free; make room there or choose another ckpt_dir "
+               f"{free_space(ckpt_dir) / 1e6:.1f} MB free; make room there or choose another ckpt_dir "
                "(earlier checkpoints are untouched)")
     else: msg = f"could not write checkpoint {name} into {ckpt_dir}: {e.strerror or e}"
     err = OSError(msg)
@@ -161,33 +144,25 @@ def _write_bytes(path:Path, data:bytes):
 def _write_into(self:Checkpoint, tmp:Path, tensors:dict, aliases:dict):
     "Every file of the checkpoint into the empty directory `tmp`, meta.json (with each file's size and hash) last."
     save_file(tensors, tmp / WEIGHTS, metadata={'aliases': json.dumps(aliases), 'format': 'pt'})
-    from astrai_nb.prepare import _umask                  # lazy: the trainer loads the data module only to read data
-    os.chmod(tmp / WEIGHTS, 0o666 & ~_umask())            # safetensors makes its file private (0600): ordinary, like meta.json
-    _fsync(tmp / WEIGHTS)
+    make_ordinary(tmp / WEIGHTS)                          # safetensors makes its file private (0600): ordinary, like meta.json
+    fsync_file(tmp / WEIGHTS)
     for name, obj in self.extra.items():
         # a Python file, so a failed write reaches us as the OSError it is
         with open(tmp / f'{name}.pt', 'wb') as f:
             torch.save(obj, f); f.flush(); os.fsync(f.fileno())
-    if self.config is not None: _write_json(tmp / 'config.json', self.config)
-    if self.train_config is not None: _write_json(tmp / 'train_config.json', self.train_config)
+    if self.config is not None: write_json(tmp / 'config.json', self.config, ensure_ascii=True)
+    if self.train_config is not None: write_json(tmp / 'train_config.json', self.train_config, ensure_ascii=True)
     for name, data in self.assets.items(): _write_bytes(tmp / name, data)
     files = {p.name: {'size': p.stat().st_size, 'sha256': _sha256(p)} for p in sorted(tmp.iterdir())}
-    _write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
+    write_json(tmp / META, {'format_version': FORMAT_VERSION, 'epoch': self.epoch, 'iteration': self.iteration,
                              'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra),
-                             'assets': sorted(self.assets), **self.meta})
+                             'assets': sorted(self.assets), **self.meta}, ensure_ascii=True)
 
 def _swap_in(tmp:Path, final:Path):
-    "Rename `tmp` to `final` (a step saved before is swapped out, or put back if that fails) and make the rename durable."
-    if final.exists():
-        old = final.parent / f'.old_{final.name}_{time.time_ns()}'
-        final.rename(old)
-        try: tmp.rename(final)
-        except BaseException: old.rename(final); raise
-        shutil.rmtree(old, ignore_errors=True)
-    else: tmp.rename(final)
-    fd = os.open(final.parent, os.O_RDONLY)
-    try: os.fsync(fd)
-    finally: os.close(fd)
+    "Put `tmp` at `final` (a step saved before is swapped out and removed, or put back if that fails) and make it durable."
+    old = swap_in(tmp, final, final.parent / f'.old_{final.name}_{time.time_ns()}')
+    if old is not None: shutil.rmtree(old, ignore_errors=True)
+    fsync_dir(final.parent)
 
 @patch
 def save(self:Checkpoint, ckpt_dir) -> Path:
@@ -200,7 +175,7 @@ def save(self:Checkpoint, ckpt_dir) -> Path:
     need = _tensor_bytes(tensors) + _tensor_bytes(self.extra) + sum(len(b) for b in self.assets.values())
     try:
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        _check_space(ckpt_dir, need)
+        check_room(f'checkpoint {final.name}', ckpt_dir, need)
         tmp.mkdir()
         self._write_into(tmp, tensors, aliases)
         _swap_in(tmp, final)

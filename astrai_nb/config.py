@@ -11,7 +11,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['NORM_TYPES', 'ACTIVATIONS', 'INIT_FNS', 'PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES',
-           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'TrainConfig']
+           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'source_names', 'DataMix', 'parse_data_mix', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -190,6 +190,77 @@ def from_preset(cls:ModelConfig, name:str, **overrides) -> ModelConfig:
         raise ValueError(f"unknown model preset {name!r}; choose one of {sorted(PRESETS)} or pass a JSON config")
     return cls.from_dict({**PRESETS[name], **overrides})
 
+# %% ../nbs/00_config.ipynb #539a7c67
+def _mix_rates(spec, flag:str) -> dict[str, float]:
+    "{directory: rate}, the rates normalised to sum 1, from the command-line or the JSON form of a mixture."
+    example = f"e.g. {flag} data/web=0.8 data/code=0.2"
+    if isinstance(spec, str): spec = spec.split()
+    if isinstance(spec, dict): pairs = list(spec.items())
+    elif isinstance(spec, (list, tuple)):
+        pairs = []
+        for item in spec:
+            if isinstance(item, str):
+                path, eq, rate = item.rpartition('=')
+                if not eq or not path:
+                    raise ValueError(f"{flag}: {item!r} is not DIR=RATE: give each source as a prepared directory and its "
+                                     f"sampling rate, {example}")
+                pairs.append((path, rate))
+            elif isinstance(item, (list, tuple)) and len(item) == 2: pairs.append(tuple(item))
+            else: raise ValueError(f"{flag}: {item!r} is neither 'DIR=RATE' nor a [dir, rate] pair, {example}")
+    else: raise TypeError(f"{flag} must be DIR=RATE strings or a {{dir: rate}} object, got {type(spec).__name__}")
+    if not pairs: raise ValueError(f"{flag} names no source: give at least one DIR=RATE, {example}")
+    rates, spelled = {}, {}                 # spelled: {the directory, resolved: as given}
+    for path, rate in pairs:
+        try: r = float(rate)
+        except (TypeError, ValueError):
+            raise ValueError(f"{flag}: the rate of {path} is {rate!r}, not a number: write {path}=RATE with RATE > 0") from None
+        if not (math.isfinite(r) and r > 0):
+            raise ValueError(f"{flag}: the rate of {path} is {r}; rates must be finite and > 0 (leave a source out instead of "
+                             "giving it 0)")
+        if str(path) in rates: raise ValueError(f"{flag} names {path} twice: give each directory once")
+        if Path(path).is_file():
+            raise ValueError(f"{flag}: {path} is a file, not a directory: a source is a directory written by astrai_nb_prepare (its --out), {example}")
+        real = Path(path).resolve()                 # '../data', '../data/' and a symlink to it are one directory
+        if real in spelled:
+            raise ValueError(f"{flag} names one directory twice, as {spelled[real]} and as {path} (both {real}): give each directory once")
+        rates[str(path)], spelled[real] = r, str(path)
+    total = sum(rates.values())
+    return {k: v / total for k, v in rates.items()}
+
+# %% ../nbs/00_config.ipynb #c7ea1d03
+def source_names(paths) -> list[str]:
+    "Short names for the sources of a mixture, for the logs: the directories' names, numbered where two are the same."
+    names = [Path(p).name or str(p) for p in paths]
+    return names if len(set(names)) == len(names) else [f"{i}_{n}" for i, n in enumerate(names)]
+
+@dataclass
+class DataMix:
+    "A data mixture, parsed once: its sources (prepared directories, as given, in order) and their sampling rates, summing to 1."
+    rates: dict[str, float]        # {directory: rate}
+
+    @classmethod
+    def parse(cls, spec,                   # 'DIR=RATE DIR=RATE', a list of 'DIR=RATE' strings or [dir, rate] pairs, {dir: rate}, or a DataMix
+              flag:str='--data_mix',       # how messages name the setting
+             ) -> DataMix:
+        "The mixture of `spec`, checked; errors name `flag`."
+        return spec if isinstance(spec, DataMix) else cls(_mix_rates(spec, flag))
+
+    @property
+    def dirs(self) -> list[str]: return list(self.rates)                 # the sources, in order
+    @property
+    def weights(self) -> list[float]: return list(self.rates.values())   # their rates, in order
+    @property
+    def names(self) -> list[str]: return source_names(self.rates)        # short names for the logs
+    def to_dict(self) -> dict[str, float]: return dict(self.rates)       # the --config JSON form
+    def __len__(self): return len(self.rates)
+    def __iter__(self): return iter(self.rates)
+
+def parse_data_mix(spec,                 # as `DataMix.parse` takes it
+                   flag:str='--data_mix' # how messages name the setting
+                  ) -> dict[str, float]: # {directory: rate}, the rates normalised to sum 1
+    "The sources of a data mixture and their sampling rates: `DataMix.parse(spec, flag).to_dict()`."
+    return DataMix.parse(spec, flag).to_dict()
+
 # %% ../nbs/00_config.ipynb #5cc391ce
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
 PRECISIONS = ('auto', 'fp32', 'bf16', 'fp16')
@@ -366,17 +437,14 @@ def validate(self:TrainConfig):
                          "or pass model_config")
     if self.device != 'auto' and not (self.device == 'cpu' or self.device.startswith('cuda')):
         raise ValueError(f"{T}.device={self.device!r}: use auto, cpu, cuda or cuda:N")
-    if self.data_mix is not None:
-        from astrai_nb.sampler import parse_data_mix     # the mixture's own checks (`03_sampler`)
-        parse_data_mix(self.data_mix, f"{T}.data_mix")
+    if self.mix is not None:                            # parsed here, once: the mixture's own checks
         if self.data_root_path is not None:
             raise ValueError(f"{T}.data_mix and {T}.data_root_path are both given: pass data_root_path for one prepared "
                              "directory or data_mix for several with their rates, not both")
     if self.stage2_data_mix is not None:
         if self.train_type != 'kl':
             raise ValueError(f"{T}.stage2_data_mix is only used by train_type 'kl' (the two-stage trainer), not {self.train_type!r}: drop it")
-        from astrai_nb.sampler import parse_data_mix     # the mixture's own checks (`03_sampler`)
-        parse_data_mix(self.stage2_data_mix, f"{T}.stage2_data_mix")
+        self.stage2_mix                                 # parsed here, once: the mixture's own checks
         if self.max_steps is None and self.max_tokens is None:
             raise ValueError(f"{T}.stage2_data_mix: the stages of this run read different data, so epochs do not measure it; "
                              "set its length with --max_steps N or --max_tokens N")
@@ -390,10 +458,26 @@ def validate(self:TrainConfig):
         raise ValueError(f"{T}.loss_chunk_size must be >= 0 (0: the whole logits at once), got {self.loss_chunk_size}")
     return self
 
+@patch
+def _parsed(self:TrainConfig, name:str) -> DataMix|None:
+    "The `DataMix` of the setting `name`, parsed once (again only if the setting was changed since)."
+    spec = getattr(self, name)
+    if spec is None: return None
+    key, cache = repr(spec), self.__dict__.setdefault('_mixes', {})
+    if name not in cache or cache[name][0] != key: cache[name] = (key, DataMix.parse(spec, f"TrainConfig.{name}"))
+    return cache[name][1]
+
+@patch(as_prop=True)
+def mix(self:TrainConfig) -> DataMix|None:
+    "`data_mix` as a `DataMix` (None without one), parsed when the config was checked."
+    return self._parsed('data_mix')
+
+@patch(as_prop=True)
+def stage2_mix(self:TrainConfig) -> DataMix|None:
+    "kl's `stage2_data_mix` as a `DataMix` (None without one)."
+    return self._parsed('stage2_data_mix')
+
 @patch(as_prop=True)
 def data_dir(self:TrainConfig) -> str|None:
     "The directory holding the tokenizer of the run's data: `data_root_path`, or the first source of `data_mix` (all share one)."
-    if self.data_mix is None: return self.data_root_path
-    from astrai_nb.sampler import parse_data_mix     # `03_sampler`
-    return next(iter(parse_data_mix(self.data_mix)))
-
+    return self.data_root_path if self.mix is None else self.mix.dirs[0]

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 from .tokenizer import TextTokenizer
-from .prepare import sft_messages, dpo_messages, prompt_messages
+from .prepare import sft_messages, dpo_messages, prompt_messages, DATA_KINDS
 
 # %% auto #0
 __all__ = ['IGNORE_INDEX', 'PretrainDataset', 'shift_example', 'sft_example', 'SFTDataset', 'DPODataset', 'PromptDataset']
@@ -172,3 +172,6 @@ class PromptDataset(Dataset):
     def __getitem__(self, i:int) -> dict:
         ids = torch.as_tensor(self.ids[i], dtype=torch.int64)
         return {'prompt_ids': ids, 'prompt_mask': torch.ones_like(ids), **self.rows[i]}
+
+# %% ../nbs/02a_examples.ipynb #60c9e5ca
+for _kind, _cls in (('sft', SFTDataset), ('dpo', DPODataset), ('grpo', PromptDataset)): DATA_KINDS[_kind].dataset = _cls

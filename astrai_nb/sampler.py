@@ -10,10 +10,11 @@ from torch import Tensor
 from torch.utils.data import Sampler
 from pathlib import Path
 from fastcore.basics import patch, store_attr
+from .config import DataMix, parse_data_mix, source_names   # the mixture as parsed (`00_config`); the last two for `trainer`
 
 # %% auto #0
-__all__ = ['epoch_permutation', 'remaining_positions', 'rank_positions', 'ResumableDistributedSampler', 'parse_data_mix',
-           'source_names', 'mixture_draws', 'source_stream', 'MixtureSampler']
+__all__ = ['epoch_permutation', 'remaining_positions', 'rank_positions', 'ResumableDistributedSampler', 'mixture_draws',
+           'source_stream', 'MixtureSampler']
 
 # %% ../nbs/03_sampler.ipynb #751997b5
 def epoch_permutation(n:int,            # dataset length
@@ -172,50 +173,6 @@ def load_state_dict(self:ResumableDistributedSampler,
     self.seed = _check_int("state['seed']", sd['seed'])
     self._detach()
 
-# %% ../nbs/03_sampler.ipynb #08d63225
-def parse_data_mix(spec,                 # 'DIR=RATE DIR=RATE', a list of 'DIR=RATE' strings or [dir, rate] pairs, or {dir: rate}
-                   flag:str='--data_mix' # how messages name the setting
-                  ) -> dict[str, float]: # {directory: rate}, the rates normalised to sum 1
-    "The sources of a data mixture and their sampling rates, from the command-line or the JSON form."
-    example = f"e.g. {flag} data/web=0.8 data/code=0.2"
-    if isinstance(spec, str): spec = spec.split()
-    if isinstance(spec, dict): pairs = list(spec.items())
-    elif isinstance(spec, (list, tuple)):
-        pairs = []
-        for item in spec:
-            if isinstance(item, str):
-                path, eq, rate = item.rpartition('=')
-                if not eq or not path:
-                    raise ValueError(f"{flag}: {item!r} is not DIR=RATE: give each source as a prepared directory and its "
-                                     f"sampling rate, {example}")
-                pairs.append((path, rate))
-            elif isinstance(item, (list, tuple)) and len(item) == 2: pairs.append(tuple(item))
-            else: raise ValueError(f"{flag}: {item!r} is neither 'DIR=RATE' nor a [dir, rate] pair, {example}")
-    else: raise TypeError(f"{flag} must be DIR=RATE strings or a {{dir: rate}} object, got {type(spec).__name__}")
-    if not pairs: raise ValueError(f"{flag} names no source: give at least one DIR=RATE, {example}")
-    rates, spelled = {}, {}                 # spelled: {the directory, resolved: as given}
-    for path, rate in pairs:
-        try: r = float(rate)
-        except (TypeError, ValueError):
-            raise ValueError(f"{flag}: the rate of {path} is {rate!r}, not a number: write {path}=RATE with RATE > 0") from None
-        if not (math.isfinite(r) and r > 0):
-            raise ValueError(f"{flag}: the rate of {path} is {r}; rates must be finite and > 0 (leave a source out instead of "
-                             "giving it 0)")
-        if str(path) in rates: raise ValueError(f"{flag} names {path} twice: give each directory once")
-        if Path(path).is_file():
-            raise ValueError(f"{flag}: {path} is a file, not a directory: a source is a directory written by astrai_nb_prepare (its --out), {example}")
-        real = Path(path).resolve()                 # '../data', '../data/' and a symlink to it are one directory
-        if real in spelled:
-            raise ValueError(f"{flag} names one directory twice, as {spelled[real]} and as {path} (both {real}): give each directory once")
-        rates[str(path)], spelled[real] = r, str(path)
-    total = sum(rates.values())
-    return {k: v / total for k, v in rates.items()}
-
-def source_names(paths) -> list[str]:
-    "Short names for the sources of a mixture, for the logs: the directories' names, numbered where two are the same."
-    names = [Path(p).name or str(p) for p in paths]
-    return names if len(set(names)) == len(names) else [f"{i}_{n}" for i, n in enumerate(names)]
-
 # %% ../nbs/03_sampler.ipynb #cfea8d7b
 def _generator(*keys) -> torch.Generator:
     "A CPU generator seeded from `keys` through SHA-256: an independent stream for every (purpose, seed, epoch, ...)."
@@ -246,12 +203,13 @@ def source_stream(size:int,    # the source's length
 class MixtureSampler(ResumableDistributedSampler):
     "Draw each global position's source with probability `rates`, then that source's next sample; seeded, rank-aware and resumable."
     def __init__(self, sources,                # the datasets (with __len__) or their lengths, in ConcatDataset order
-                 rates,                        # the sampling rate of each source (weights: normalised to sum 1)
+                 rates,                        # the sampling rate of each source (weights: normalised to sum 1), or a `DataMix`
                  num_replicas:int=1,           # number of ranks W
                  rank:int=0,                   # this rank, in [0, num_replicas)
                  seed:int=0,                   # base seed, the same on every rank
                  drop_last:bool=False,         # drop the tail that does not fill a global step, instead of padding
-                 names:list|None=None):        # the sources' names (default source0, source1, ...)
+                 names:list|None=None):        # the sources' names (default: the mixture's, or source0, source1, ...)
+        if isinstance(rates, DataMix): rates, names = rates.weights, rates.names if names is None else names
         self.sizes = [_dataset_len(s) for s in sources]
         rates = [float(r) for r in rates]
         if len(rates) != len(self.sizes):

@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, NamedTuple
 from fastcore.basics import store_attr, ifnone
-from .prepare import read_jsonl, write_jsonl
+from .corpus import read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['OPS', 'MISTAKES', 'JSONL_KEYS', 'SFT_STYLES', 'Problem', 'ArithmeticTask', 'first_int', 'score', 'digit_score',
