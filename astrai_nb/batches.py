@@ -9,12 +9,15 @@ from pathlib import Path
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
+import hashlib, json
+from .config import TrainConfig, DataMix
 from .prepare import POST_KINDS, DATA_KINDS, check_prepared, read_post_rows
 from .examples import (
     IGNORE_INDEX, PretrainDataset, SFTDataset, DPODataset, PromptDataset, _positive_int)
 
 # %% auto #0
-__all__ = ['PAD_VALUES', 'Collator', 'PackedDataset', 'load_pretrain_data', 'load_post_data', 'collator_for']
+__all__ = ['PAD_VALUES', 'Collator', 'PackedDataset', 'load_pretrain_data', 'load_post_data', 'collator_for', 'data_info',
+           'mixture_info', 'run_data_info', 'load_mix', 'load_datasets']
 
 # %% ../nbs/02b_batches.ipynb #77ae8827
 PAD_VALUES = (('input_ids', None), ('prompt_ids', None), ('target_ids', IGNORE_INDEX), ('mask', 0),
@@ -140,3 +143,69 @@ def collator_for(meta:Mapping, pad_to_multiple_of:int|None=None) -> Collator:
     "The `Collator` for a directory's kind: its kind's padding side (right for training data, left for GRPO prompts)."
     k = DATA_KINDS.get(meta['kind'])
     return Collator(meta['pad_id'], k.padding_side if k else 'right', pad_to_multiple_of)
+
+# %% ../nbs/02b_batches.ipynb #a9d30e4a
+def _need_data(root):
+    if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by "
+                                      "astrai_nb_prepare), or --data_mix DIR=RATE ... for several")
+
+def data_info(data_root_path) -> dict:
+    "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
+    _need_data(data_root_path)
+    meta, _ = check_prepared(data_root_path)
+    return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
+            'tokenizer_hash': meta['tokenizer_hash'], 'data_hash': meta.get('data_hash')}
+
+def _same_kind(flag:str, p, info:dict, p0, first:dict):
+    "Refuse directory `p` (`info`) unless it holds the kind of data of `p0` (`first`), prepared with the same tokenizer."
+    if info['kind'] != first['kind']:
+        raise ValueError(f"{flag}: {p} holds {info['kind']} data but {p0} holds {first['kind']} data: "
+                         "the sources of a run must be of one kind")
+    if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
+        raise ValueError(f"{flag}: {p} and {p0} were prepared with different tokenizers (hash "
+                         f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
+                         f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {p0}/tokenizer.json "
+                         "so that every source shares one")
+
+def mixture_info(mix:DataMix, flag:str='--data_mix') -> dict:
+    "What identifies a mixture: `data_info` of its first source (whose tokenizer every source must share), a `data_hash` of every source's data and rate, and the `sources`."
+    infos = [data_info(p) for p in mix.dirs]
+    for p, info in zip(mix.dirs[1:], infos[1:]): _same_kind(flag, p, info, mix.dirs[0], infos[0])
+    sources = [{'name': n, 'path': i['path'], 'rate': r, 'data_hash': i['data_hash']} for n, i, r in zip(mix.names, infos, mix.weights)]
+    ident = json.dumps([[s['data_hash'], s['rate']] for s in sources])
+    return {**infos[0], 'data_hash': hashlib.sha256(ident.encode()).hexdigest(), 'sources': sources}
+
+def run_data_info(config:TrainConfig) -> dict:
+    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`; kl's `stage2_data_mix` in `stage2` and in the `data_hash`."
+    if config.mix is None and config.data_root_path is not None and Path(config.data_root_path).is_file():
+        raise ValueError(f"--data_root_path {config.data_root_path} is a file, not a directory: give the directory astrai_nb_prepare wrote "
+                         "(its --out), which holds meta.json, the tokenizer and the data")
+    info = mixture_info(config.mix) if config.mix is not None else data_info(config.data_root_path)
+    if config.stage2_mix is None: return info
+    stage2 = mixture_info(config.stage2_mix, '--stage2_data_mix')
+    _same_kind('--stage2_data_mix', config.stage2_mix.dirs[0], stage2, config.data_dir, info)
+    both = json.dumps([info['data_hash'], stage2['data_hash']])
+    return {**info, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
+
+# %% ../nbs/02b_batches.ipynb #1d5cae3e
+def _load_one(root, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
+    if kind == 'pretrain':
+        train, val, _ = load_pretrain_data(root, window_size)
+        return train, val, None
+    train, val, meta = load_post_data(root, max_len=window_size, pack=DATA_KINDS[kind].packable, kind=kind)
+    return train, val, collator_for(meta)
+
+def load_mix(mix:DataMix, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
+    "Every source's train and validation datasets concatenated in the mixture's order, and the collate function."
+    parts = [_load_one(p, kind, window_size) for p in mix.dirs]
+    vals = [v for _, v, _ in parts if v is not None and len(v)]
+    return (torch.utils.data.ConcatDataset([t for t, _, _ in parts]),
+            torch.utils.data.ConcatDataset(vals) if vals else None, parts[0][2])
+
+def load_datasets(config:TrainConfig,
+                  kind:str,                 # the kind of data the run's strategy trains on (its `data_kind`)
+                  window_size:int) -> tuple[Dataset, Dataset|None, object]:
+    "Train and validation datasets of `config.data_root_path` (or of every `data_mix` source, concatenated in its order), and the collate function."
+    if config.mix is not None: return load_mix(config.mix, kind, window_size)
+    _need_data(config.data_root_path)
+    return _load_one(config.data_root_path, kind, window_size)

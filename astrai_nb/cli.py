@@ -18,7 +18,7 @@ from .strategy import TRAIN_TYPES
 from .callbacks import NonFiniteError
 from .trainer import TrainContext, TrainContextBuilder, Trainer
 from torch.utils.data import DataLoader
-from .trainer import data_info, load_datasets
+from .batches import data_info, load_datasets
 from .strategy import StrategyFactory
 from .tasks import evaluate_task, score
 from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss
@@ -314,7 +314,7 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     saved = Path(c.param_path)/'train_config.json'
     window = c.window_size or (json.loads(saved.read_text()).get('window_size') if saved.exists() else None) or model.cfg.max_seq_len
     tc = TrainConfig(train_type=train_type, data_root_path=c.data_root_path, window_size=min(window, model.cfg.max_seq_len))
-    _, val, collate = load_datasets(tc, tc.window_size)
+    _, val, collate = load_datasets(tc, StrategyFactory.registry[tc.train_type].data_kind, tc.window_size)
     if val is None or len(val) == 0: raise ValueError(f"--data_root_path {c.data_root_path} has no validation data")
     loader = DataLoader(val, batch_size=c.batch_size, collate_fn=collate)
     return {**evaluate_loss(StrategyFactory.create(train_type, tc), model, loader, c.val_batches, device), 'window_size': tc.window_size}

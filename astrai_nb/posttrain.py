@@ -14,7 +14,8 @@ from .model import num_params
 from .strategy import StrategyFactory
 from .checkpoint import Checkpoint, check_checkpoint, weights_sha256
 from .trainer import (RunPart, run_part, TrainContext, TrainContextBuilder, load_initial_weights, check_fits,
-                               TOKENIZER_FIELDS, _load_mix)
+                               TOKENIZER_FIELDS)
+from .batches import load_mix
 
 # %% auto #0
 __all__ = ['check_reference', 'ReferencePart', 'StageBoundary']
@@ -145,8 +146,8 @@ class StageBoundary(RunPart):
         "Stage 2's own loader, sampler and epoch length, when it has a mixture of its own; validation stays on stage 1's held-out data."
         c = self.config
         if c.stage2_data_mix is None: return
-        ds2, _, _ = _load_mix(c.stage2_data_mix, b.strategy.data_kind, b.window)
-        sampler = b._sampler(ds2, c.stage2_data_mix, _stage2_seed(c.random_seed))
+        ds2, _, _ = load_mix(c.stage2_mix, b.strategy.data_kind, b.window)
+        sampler = b._sampler(ds2, c.stage2_mix, _stage2_seed(c.random_seed))
         b.stage2_data = SimpleNamespace(sampler=sampler, loader=DataLoader(ds2, sampler=sampler, drop_last=True, **b.loader_kw),
                                         steps_per_epoch=b._epoch_steps(ds2, "stage 2's data (--stage2_data_mix)"))
 

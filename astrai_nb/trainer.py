@@ -16,11 +16,13 @@ import torch
 import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
-from .config import ModelConfig, TrainConfig, PRESETS
+from .config import ModelConfig, TrainConfig, DataMix, PRESETS
 from .model import Transformer, num_params
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
-from .sampler import ResumableDistributedSampler, MixtureSampler, parse_data_mix, source_names
+from .sampler import ResumableDistributedSampler, MixtureSampler
+from .prepare import DATA_KINDS
+from .batches import run_data_info, load_datasets
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
@@ -32,9 +34,9 @@ from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_c
 # %% auto #0
 __all__ = ['RUN_PARTS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything',
            'dist_world_size', 'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'RunPart', 'run_part',
-           'parts_for', 'TrainContextBuilder', 'data_info', 'mixture_info', 'run_data_info', 'load_datasets',
-           'check_param_path', 'load_initial_weights', 'check_fits', 'available_memory', 'memory_needs',
-           'training_memory', 'check_memory', 'split_global_batch', 'trainer_state', 'read_metrics', 'plot_metrics']
+           'parts_for', 'TrainContextBuilder', 'check_param_path', 'load_initial_weights', 'check_fits',
+           'available_memory', 'memory_needs', 'training_memory', 'check_memory', 'split_global_batch', 'trainer_state',
+           'read_metrics', 'plot_metrics']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -422,74 +424,6 @@ def setup(self:TrainContextBuilder):
     self.dtype = resolve_dtype(c.precision, self.device)
 
 # %% ../nbs/34_trainer.ipynb #4d45c4dd
-def _need_data(root):
-    if root is None: raise ValueError("no training data: pass --data_root_path (a directory written by "
-                                      "astrai_nb_prepare), or --data_mix DIR=RATE ... for several")
-
-def data_info(data_root_path) -> dict:
-    "What identifies a prepared data directory: its path, kind, tokenizer (vocabulary size and hash) and content hash."
-    from astrai_nb.prepare import check_prepared              # lazy: the trainer needs the data only when given a directory
-    _need_data(data_root_path)
-    meta, _ = check_prepared(data_root_path)
-    return {'path': str(Path(data_root_path).resolve()), 'kind': meta['kind'], 'vocab_size': meta['vocab_size'],
-            'tokenizer_hash': meta['tokenizer_hash'], 'data_hash': meta.get('data_hash')}
-
-def _same_kind(flag:str, p, info:dict, p0, first:dict):
-    "Refuse directory `p` (`info`) unless it holds the kind of data of `p0` (`first`), prepared with the same tokenizer."
-    if info['kind'] != first['kind']:
-        raise ValueError(f"{flag}: {p} holds {info['kind']} data but {p0} holds {first['kind']} data: "
-                         "the sources of a run must be of one kind")
-    if (info['tokenizer_hash'], info['vocab_size']) != (first['tokenizer_hash'], first['vocab_size']):
-        raise ValueError(f"{flag}: {p} and {p0} were prepared with different tokenizers (hash "
-                         f"{info['tokenizer_hash'][:12]}…, {info['vocab_size']} ids vs {first['tokenizer_hash'][:12]}…, "
-                         f"{first['vocab_size']} ids): prepare {p} again with --tokenizer {p0}/tokenizer.json "
-                         "so that every source shares one")
-
-def mixture_info(data_mix, flag:str='--data_mix') -> dict:
-    "What identifies a mixture: `data_info` of its first source (whose tokenizer every source must share), a `data_hash` of every source's data and rate, and the `sources`."
-    mix = parse_data_mix(data_mix)
-    (p0, *rest), infos = list(mix), [data_info(p) for p in mix]
-    first = infos[0]
-    for p, info in zip(rest, infos[1:]): _same_kind(flag, p, info, p0, first)
-    sources = [{'name': n, 'path': i['path'], 'rate': r, 'data_hash': i['data_hash']}
-               for n, i, r in zip(source_names(mix), infos, mix.values())]
-    ident = json.dumps([[s['data_hash'], s['rate']] for s in sources])
-    return {**first, 'data_hash': hashlib.sha256(ident.encode()).hexdigest(), 'sources': sources}
-
-def run_data_info(config:TrainConfig) -> dict:
-    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`; kl's `stage2_data_mix` in `stage2` and in the `data_hash`."
-    if config.data_mix is None and config.data_root_path is not None and Path(config.data_root_path).is_file():
-        raise ValueError(f"--data_root_path {config.data_root_path} is a file, not a directory: give the directory astrai_nb_prepare wrote "
-                         "(its --out), which holds meta.json, the tokenizer and the data")
-    info = mixture_info(config.data_mix) if config.data_mix is not None else data_info(config.data_root_path)
-    if config.stage2_data_mix is None: return info
-    stage2 = mixture_info(config.stage2_data_mix, '--stage2_data_mix')
-    _same_kind('--stage2_data_mix', next(iter(parse_data_mix(config.stage2_data_mix))), stage2, config.data_dir, info)
-    both = json.dumps([info['data_hash'], stage2['data_hash']])
-    return {**info, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
-
-def _load_one(root, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
-    from astrai_nb.batches import load_pretrain_data, load_post_data, collator_for
-    if kind == 'pretrain':
-        train, val, _ = load_pretrain_data(root, window_size)
-        return train, val, None
-    train, val, meta = load_post_data(root, max_len=window_size, pack=kind == 'sft', kind=kind)
-    return train, val, collator_for(meta)
-
-def load_datasets(config:TrainConfig, window_size:int) -> tuple[Dataset, Dataset|None, object]:
-    "Train and validation datasets of `config.data_root_path` (or of every `data_mix` source, concatenated in its order) for its train_type, and the collate function."
-    kind = StrategyFactory.registry[config.train_type].data_kind
-    if config.data_mix is None:
-        _need_data(config.data_root_path)
-        return _load_one(config.data_root_path, kind, window_size)
-    return _load_mix(config.data_mix, kind, window_size)
-
-def _load_mix(data_mix, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:
-    parts = [_load_one(p, kind, window_size) for p in parse_data_mix(data_mix)]
-    vals = [v for _, v, _ in parts if v is not None and len(v)]
-    return (torch.utils.data.ConcatDataset([t for t, _, _ in parts]),
-            torch.utils.data.ConcatDataset(vals) if vals else None, parts[0][2])
-
 def check_param_path(path,
                      needed:bool=True):   # False: a resume that reads no weights from it, which may be gone by now
     "Refuse a --param_path that is missing, a folder of checkpoints, or a directory with a meta.json that is not a whole checkpoint (a prepared data directory, say), before anything reads it."
@@ -667,8 +601,9 @@ def plan_batches(self:TrainContextBuilder):
         lines.append(f"batch: {G:,} sequences of {T} tokens per step ({G * T:,} tokens) = {W} rank(s) x {k} micro-batch(es) "
                      f"x {c.batch_per_device} sequences")
     if c.max_tokens is not None:
-        if self.strategy.data_kind not in ('pretrain', 'sft'):
-            fixed = [t for t, s in StrategyFactory.registry.items() if s.data_kind in ('pretrain', 'sft')]
+        windows = lambda kind: kind == 'pretrain' or DATA_KINDS[kind].packable      # steps of windows of a fixed size
+        if not windows(self.strategy.data_kind):
+            fixed = [t for t, s in StrategyFactory.registry.items() if windows(s.data_kind)]
             raise ValueError(f"--max_tokens budgets runs whose steps read windows of a fixed size ({', '.join(fixed)}); a "
                              f"--train_type {c.train_type} step reads a number of tokens that varies with its data: "
                              "set the length with --max_steps or --n_epoch")
@@ -701,11 +636,10 @@ def build_model(self:TrainContextBuilder):
 
 # %% ../nbs/34_trainer.ipynb #ddab8847
 @patch
-def _sampler(self:TrainContextBuilder, ds:Dataset, data_mix, seed:int) -> ResumableDistributedSampler:
-    "A `MixtureSampler` over the sources of `data_mix` (concatenated in `ds`), or the plain resumable sampler of one directory."
-    if data_mix is not None and isinstance(ds, torch.utils.data.ConcatDataset):   # a mixture: one sampler draws every source
-        mix = parse_data_mix(data_mix)
-        return MixtureSampler(ds.datasets, list(mix.values()), self.world_size, self.rank, seed=seed, names=source_names(mix))
+def _sampler(self:TrainContextBuilder, ds:Dataset, mix:DataMix|None, seed:int) -> ResumableDistributedSampler:
+    "A `MixtureSampler` over the sources of `mix` (concatenated in `ds`), or the plain resumable sampler of one directory."
+    if mix is not None and isinstance(ds, torch.utils.data.ConcatDataset):   # a mixture: one sampler draws every source
+        return MixtureSampler(ds.datasets, mix, self.world_size, self.rank, seed=seed)
     return ResumableDistributedSampler(ds, self.world_size, self.rank, shuffle=True, seed=seed)
 
 @patch
@@ -723,8 +657,8 @@ def _epoch_steps(self:TrainContextBuilder, ds:Dataset, what:str='the training da
 def build_data(self:TrainContextBuilder):
     "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run; then the parts' data (kl's stage 2)."
     c = self.config
-    train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.window)
-    self.sampler = self._sampler(train_ds, c.data_mix, c.random_seed)
+    train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.strategy.data_kind, self.window)
+    self.sampler = self._sampler(train_ds, c.mix, c.random_seed)
     self.steps_per_epoch = self._epoch_steps(train_ds)
     self.total_steps = self.budget_steps or c.max_steps or c.n_epoch * self.steps_per_epoch
     self.loader_kw = kw = dict(batch_size=c.batch_per_device, num_workers=c.num_workers, pin_memory=self.device.type == 'cuda',
