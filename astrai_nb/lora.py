@@ -17,7 +17,7 @@ from .model import Transformer
 from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, weights_sha256, weight_reader
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
-from .prepare import _umask
+from .durable import make_ordinary
 from .trainer import RunPart, run_part, load_initial_weights, training_memory, memory_needs
 
 # %% auto #0
@@ -421,7 +421,7 @@ def export_peft(model:nn.Module, info:dict, out_dir, base_dir, dtype:torch.dtype
     out_dir.mkdir(parents=True, exist_ok=True)
     sd = {k: v.to(dtype or v.dtype).contiguous() for k, v in peft_state_dict(model).items()}
     save_file(sd, out_dir / 'adapter_model.safetensors', metadata={'format': 'pt'})
-    os.chmod(out_dir / 'adapter_model.safetensors', 0o666 & ~_umask())   # safetensors makes it private (0600): ordinary, like the config
+    make_ordinary(out_dir / 'adapter_model.safetensors')   # safetensors makes it private (0600): ordinary, like the config
     (out_dir / 'adapter_config.json').write_text(json.dumps(peft_config(info, str(Path(base_dir).resolve())), indent=2) + '\n')
     return out_dir
 
