@@ -18,15 +18,13 @@ from fastcore.basics import patch
 from .config import Config, ModelConfig
 from .tokenizer import TextTokenizer
 from .attention import kv_cache_bytes
-from .model import Transformer, num_params
+from .model import Transformer, available_memory, num_params
 
 # %% auto #0
 __all__ = ['MAX_NEW_TOKENS', 'PACK_ROWS', 'DEFAULT_TEMPERATURE', 'SamplingParams', 'apply_penalties', 'filter_sorted',
            'filter_logits', 'sample_sorted', 'Detokenizer', 'Request', 'Event', 'column_major_weights',
            'packed_linears', 'swapped_forwards', 'engine_bytes', 'free_memory', 'check_fits', 'Generator', 'chat_repl',
-           'GenerateConfig', 'pick_device', 'model_config_at', 'inference_memory', 'check_inference_memory',
-           'load_for_generation', 'chat_tuned', 'decode_speed', 'hf_generate_fn', 'torch_threads', 'quiet_rounds',
-           'decode_benchmark', 'format_decode_report', 'step_breakdown']
+           'GenerateConfig', 'pick_device', 'decode_speed']
 
 # %% ../nbs/40_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -229,8 +227,7 @@ def engine_bytes(cfg:ModelConfig,                  # the model
     return kv_cache_bytes(cfg, max_batch, max_seq_len, dtype) + max_batch * cfg.vocab_size * 5
 
 def free_memory(device) -> int:
-    "Bytes free on `device` (`34_trainer`'s `available_memory`)."
-    from astrai_nb.trainer import available_memory     # 34_trainer's probe; only the memory checks need it
+    "Bytes free on `device` (`13_model`'s `available_memory`)."
     return available_memory(torch.device(device))
 
 def check_fits(need:int,                 # bytes about to be allocated
@@ -663,70 +660,6 @@ def pick_device(device:str|None    # what --device says (None: cuda if there is 
         raise ValueError(f"--device {device}: not available here; use cpu or cuda")
     return d
 
-# %% ../nbs/40_generate.ipynb #81cb08ff
-def model_config_at(path) -> ModelConfig|None:
-    "The model config of a checkpoint step directory or a Hugging Face directory, read without its weights (None if none reads)."
-    path = Path(path)
-    try:
-        if (path/'meta.json').exists(): return ModelConfig.load(path/'config.json')
-        from astrai_nb.hf import config_from_hf       # 41_hf comes after this notebook: only a Hugging Face directory needs it
-        return config_from_hf(json.loads((path/'config.json').read_text()))
-    except (OSError, ValueError, TypeError, KeyError): return None   # loading the model will say what is wrong
-
-def inference_memory(cfg:ModelConfig,              # the model
-                     max_batch:int,                # the engine's rows
-                     max_seq_len:int|None=None,    # its positions per row (None: the model's)
-                     dtype:torch.dtype=torch.float32 # the weights' dtype
-                    ) -> dict[str, int]:           # bytes of each part
-    "Memory a loaded model and its `Generator` take: the weights, the RoPE tables (fp32, the config's max_seq_len long), the engine."
-    return {'weights': num_params(cfg) * dtype.itemsize, 'RoPE tables': 2 * cfg.max_seq_len * cfg.head_dim * 4,
-            'KV cache and penalty state': engine_bytes(cfg, max_batch, max_seq_len or cfg.max_seq_len, dtype)}
-
-# %% ../nbs/40_generate.ipynb #7b63ebee
-def check_inference_memory(path,                        # a checkpoint step directory or a Hugging Face directory
-                           dtype:torch.dtype,           # the weights' dtype when loaded
-                           device:torch.device,         # where they go
-                           max_batch:int=1,             # the engine's rows (--max_batch)
-                           max_seq_len:int|None=None):  # its positions per row (--max_seq_len; None: the model's)
-    "Before loading: a `ValueError` with the sizes and the flag to change when the model at `path` and its engine cannot fit."
-    if (cfg := model_config_at(path)) is None: return
-    if max_seq_len is not None and max_seq_len > cfg.max_seq_len:
-        raise ValueError(f"--max_seq_len {max_seq_len} is more than the model's max_seq_len, {cfg.max_seq_len}: give at most that")
-    parts, have = inference_memory(cfg, max_batch, max_seq_len, dtype), free_memory(device)
-    if parts['weights'] + parts['RoPE tables'] <= have: fix = "lower --max_seq_len" + (" or --max_batch" if max_batch > 1 else '')
-    elif parts['RoPE tables'] > parts['weights']:          # no flag shortens them: the config is wrong
-        fix = f"its config.json says max_seq_len {cfg.max_seq_len:,}, and the tables are built that long when it loads: correct config.json"
-    else: fix = "use --dtype bfloat16 (half the bytes) or a machine with more memory"
-    sizes = ', '.join(f'{k} {_gb(v)}' for k, v in parts.items())
-    check_fits(sum(parts.values()), device, f"--param_path {path} ({sizes}) would", fix, have)
-
-def load_for_generation(path,                        # a checkpoint step directory or a Hugging Face directory
-                        dtype:str='float32',         # the weights' dtype
-                        device:str|None=None,        # --device (None: cuda if there is one)
-                        tokenizer=None,              # a directory holding tokenizer.json, for a model without one
-                        max_batch:int=1,             # the engine's rows, for the memory check
-                        max_seq_len:int|None=None    # its positions per row (None: the model's)
-                       ) -> tuple[Transformer, TextTokenizer, torch.device]:
-    "The model and tokenizer at `path` and the device, after checking the device and that they and their engine fit its memory."
-    from astrai_nb.hf import load_pretrained         # 41_hf comes after this notebook: only loading a saved model needs it
-    device, dt = pick_device(device), getattr(torch, str(dtype), None)
-    check_inference_memory(path, dt if isinstance(dt, torch.dtype) else torch.float32, device, max_batch, max_seq_len)
-    return (*load_pretrained(path, dtype, device, tokenizer), device)
-
-# %% ../nbs/40_generate.ipynb #04a2bdd2
-def chat_tuned(path,            # a checkpoint step directory or a Hugging Face directory
-               depth:int=8      # how many param_path links to follow back
-              ) -> bool|None:
-    "True if the model at `path` was fine-tuned on chat data, False if it was only pretrained, None if nothing says."
-    from astrai_nb.strategy import StrategyFactory   # 23_strategy: the kind of data each train type learns from
-    try: tc = json.loads((Path(path)/'train_config.json').read_text())
-    except (OSError, ValueError): return None
-    strategy = StrategyFactory.registry.get(tc.get('train_type')) if isinstance(tc, dict) else None
-    if strategy is None: return None
-    if strategy.data_kind != 'pretrain': return True
-    if (base := tc.get('param_path')) is None: return False
-    return chat_tuned(base, depth - 1) if depth > 0 else None
-
 # %% ../nbs/40_generate.ipynb #c1a8a034
 def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)
                  batch_size:int,            # requests decoded together
@@ -741,128 +674,3 @@ def decode_speed(g:Generator,               # the engine (its max_batch >= batch
     t0 = time.perf_counter()
     g.generate_ids(prompts, params)
     return time.perf_counter() - t0
-
-# %% ../nbs/40_generate.ipynb #0e2371b0
-def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):
-    "A function running transformers' greedy `generate` (its KV cache) of `new_tokens` on our model's weights."
-    import transformers                          # only the comparison needs it (a development extra)
-    from astrai_nb.hf import hf_config, hf_state_dict   # 41_hf comes after this notebook
-    transformers.logging.set_verbosity_error()
-    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf_config(model.cfg), attn_implementation='sdpa'))
-    hf.load_state_dict(hf_state_dict(model)); hf.eval()
-    mask = torch.ones_like(prompts)
-    def run() -> list[list[int]]:
-        with torch.inference_mode():
-            out = hf.generate(prompts, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                              do_sample=False, pad_token_id=0, eos_token_id=None)
-        return out[:, prompts.shape[1]:].tolist()
-    return run
-
-@contextmanager
-def torch_threads(n:int|None):
-    "PyTorch's CPU threads set to `n` inside the block (None: left as they are), restored after it."
-    old = torch.get_num_threads()
-    if n: torch.set_num_threads(n)
-    try: yield old if n is None else n
-    finally: torch.set_num_threads(old)
-
-def quiet_rounds(fns:dict,                  # name -> a function to time
-                 rounds:int,                 # rounds: each runs every function once, the order reversed every other round
-                 max_foreign:float|None=0.25, # before a round, wait while other processes use more CPU cores than this
-                 patience:float=120.0        # ... at most this many seconds (then run anyway)
-                ) -> tuple[dict[str, list[float]], list[float|None]]: # name -> seconds per round; others' cores per round
-    "Time `fns` alternately, each round when the shared machine is quiet (a round disturbed anyway is run again once)."
-    from astrai_nb.bench import ForeignLoad, time_interleaved   # 41a_bench comes after this notebook
-    times, loads = {k: [] for k in fns}, []
-    for i in range(rounds):
-        t0 = time.perf_counter()
-        while max_foreign is not None and time.perf_counter() - t0 < patience:
-            with ForeignLoad() as load: time.sleep(0.5)
-            if load.cores is None or load.cores <= max_foreign: break
-        log = []
-        t = time_interleaved(dict(reversed(fns.items())) if i % 2 else fns, n=1, warmup=0, max_foreign=max_foreign, log=log)
-        for k in fns: times[k] += t[k]
-        loads.append(log[-1][0])
-    return times, loads
-
-def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small preset)
-                     batch_sizes:Sequence[int]=(1, 8), # requests decoded together
-                     prompt_len:int=16,               # tokens per prompt
-                     new_tokens:int=128,              # tokens generated per request
-                     rounds:int=5,                    # timed rounds (each runs both once)
-                     threads:int|None=2,              # torch CPU threads (None: leave as is)
-                     max_foreign:float|None=0.25,     # wait (and rerun once) while others use more CPU cores than this
-                     patience:float=120.0,            # seconds to wait for a quiet machine before each round
-                     seed:int=0                       # seeds the weights and prompts
-                    ) -> dict:                        # batch size -> times, tokens/s and the ratio
-    "Decoding tokens/s of the `Generator` and of transformers' `generate` on the same weights, timed interleaved."
-    from astrai_nb.bench import paired_ratio   # 41a_bench comes after this notebook
-    cfg = cfg or ModelConfig.from_preset('small')
-    with torch_threads(threads) as used:
-        torch.manual_seed(seed)
-        model, res = Transformer(cfg).eval(), {}
-        for B in batch_sizes:
-            prompts = torch.randint(0, cfg.vocab_size, (B, prompt_len))
-            g = Generator(model, max_batch=B)
-            params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
-            fns = {'ours': lambda: g.generate_ids(prompts.tolist(), params), 'hf': hf_generate_fn(model, prompts, new_tokens)}
-            same = fns['ours']() == fns['hf']()                                             # and a warm-up
-            times, loads = quiet_rounds(fns, rounds, max_foreign, patience)
-            res[B] = dict(times=times, same_tokens=same, foreign=statistics.median([c for c in loads if c is not None] or [float('nan')]),
-                          tokens_per_s={k: B * new_tokens / statistics.median(v) for k, v in times.items()},
-                          ratio=paired_ratio(times['hf'], times['ours']))
-    import transformers
-    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=used, rounds=rounds, batches=res,
-                versions=f"torch {torch.__version__}, transformers {transformers.__version__}")
-
-def format_decode_report(res:dict) -> str:
-    "The benchmark as a table: tokens/s of each, the ratio, and how busy the machine was."
-    c = res['config']
-    lines = [f"dim={c['dim']} n_layers={c['n_layers']} vocab={c['vocab_size']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']}, "
-             f"prompt {res['prompt_len']} + {res['new_tokens']} new tokens, fp32, {res['threads']} threads, median of {res['rounds']} rounds; {res['versions']}",
-             f"{'batch':>5s} {'ours tok/s':>11s} {'HF tok/s':>9s} {'ours/HF':>8s} {'same tokens':>12s} {'others':>7s}"]
-    for B, r in res['batches'].items():
-        lines.append(f"{B:5d} {r['tokens_per_s']['ours']:11.0f} {r['tokens_per_s']['hf']:9.0f} {r['ratio']:8.2f} "
-                     f"{str(r['same_tokens']):>12s} {r['foreign']:6.2f}c")
-    return '\n'.join(lines)
-
-# %% ../nbs/40_generate.ipynb #62aa8a40
-def step_breakdown(cfg:ModelConfig|None=None,  # the model (None: the small preset)
-                   batch_size:int=8,            # requests decoded together
-                   prompt_len:int=16,           # tokens per prompt
-                   new_tokens:int=64,           # tokens generated per request
-                   rounds:int=5,                # timed rounds
-                   threads:int|None=2,          # torch CPU threads (None: leave as is)
-                   max_foreign:float|None=0.25, # as in `quiet_rounds`
-                   patience:float=120.0,        # as in `quiet_rounds`
-                   seed:int=0                   # seeds the weights and prompts
-                  ) -> dict[str, float]:        # milliseconds per decode step of each part
-    "Where a decode step's time goes: engine, sampling, model besides its matmuls, the weight matmuls (ms per step)."
-    cfg = cfg or ModelConfig.from_preset('small')
-    with torch_threads(threads):
-        torch.manual_seed(seed)
-        model = Transformer(cfg).eval()
-        g, B, n = Generator(model, max_batch=batch_size), batch_size, new_tokens - 1     # n decode steps after the prefill
-        prompts = torch.randint(0, cfg.vocab_size, (B, prompt_len))
-        greedy = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
-        sampled = SamplingParams(temperature=0.8, top_k=50, top_p=0.9, max_new_tokens=new_tokens, stop_token_ids=[], seed=seed)
-        caches, ids = model.make_kv_caches(B), torch.randint(0, cfg.vocab_size, (B, 1))
-        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        xs = {m.in_features: torch.randn(B, 1, m.in_features) for m in linears}
-        def forward():                                  # as the generator runs the model: packed layers in the decode steps
-            with torch.inference_mode():
-                model(prompts, 0, caches)
-                with swapped_forwards(g._packed_now(B)):
-                    for t in range(n): model(ids, prompt_len + t, caches)
-        def matmuls():
-            with torch.inference_mode():
-                model(prompts, 0, caches)
-                with swapped_forwards(g._packed_now(B)):
-                    for t in range(n):
-                        for m in linears: m(xs[m.in_features])
-        fns = {'greedy': lambda: g.generate_ids(prompts.tolist(), greedy), 'sampled': lambda: g.generate_ids(prompts.tolist(), sampled),
-               'forward': forward, 'matmuls': matmuls}
-        for f in fns.values(): f()                                                          # warm-up
-        ms = {k: statistics.median(v) / n * 1e3 for k, v in quiet_rounds(fns, rounds, max_foreign, patience)[0].items()}
-    return {'step (greedy)': ms['greedy'], 'weight matmuls': ms['matmuls'], 'rest of the model': ms['forward'] - ms['matmuls'],
-            'engine': ms['greedy'] - ms['forward'], 'sampling (top-k, top-p)': ms['sampled'] - ms['greedy']}

@@ -22,13 +22,13 @@ from typing import Any
 from pydantic import BeforeValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException
 from .config import Config, ModelConfig
-from .generate import DEFAULT_TEMPERATURE, Event, Generator, SamplingParams, chat_tuned, load_for_generation
+from .generate import DEFAULT_TEMPERATURE, Event, Generator, SamplingParams
+from .hf import chat_tuned, load_for_generation
 
 # %% auto #0
 __all__ = ['Text', 'OFF', 'MAX_BODY_BYTES', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest',
            'CompletionRequest', 'validation_error', 'sampling_params', 'ShuttingDown', 'EngineThread', 'is_loopback',
-           'Guard', 'BodyLimit', 'make_app', 'listen', 'url_of', 'Server', 'serve_in_thread', 'ServeConfig', 'serve',
-           'serve_benchmark', 'format_serve_report']
+           'Guard', 'BodyLimit', 'make_app', 'listen', 'url_of', 'Server', 'serve_in_thread', 'ServeConfig', 'serve']
 
 # %% ../nbs/42_server.ipynb #7d1be63a
 class APIError(Exception):
@@ -760,97 +760,3 @@ def serve(config:ServeConfig):
         try: server.run(sockets=[sock])
         except KeyboardInterrupt: pass                  # uvicorn stops on Ctrl-C, then raises it again: a clean exit here
     finally: sock.close()
-
-# %% ../nbs/42_server.ipynb #c3d8329e
-def _streamed_completion(base:str, prompt:list[int], max_tokens:int) -> tuple[float, int]:
-    "Post one streamed completion of exactly `max_tokens` tokens: seconds to its first text, and its completion tokens."
-    host, port = base.removeprefix('http://').rsplit(':', 1)
-    conn = http.client.HTTPConnection(host, int(port), timeout=600)
-    body = {'prompt': prompt, 'max_tokens': max_tokens, 'temperature': 0, 'ignore_eos': True, 'stream': True, 'stream_options': {'include_usage': True}}
-    t0, first, usage = time.perf_counter(), None, None
-    try:
-        conn.request('POST', '/v1/completions', json.dumps(body), {'Content-Type': 'application/json'})
-        resp = conn.getresponse()
-        if resp.status != 200: raise RuntimeError(f"the server answered {resp.status}: {resp.read()[:300]!r}")
-        for line in resp:
-            if not line.startswith(b'data: {'): continue
-            if first is None and b'"text": ""' not in line: first = time.perf_counter() - t0
-            if b'"usage": {' in line: usage = json.loads(line[6:])['usage']
-    finally: conn.close()
-    return first, usage['completion_tokens']
-
-def _cpu_seconds(pid:int) -> float:
-    "CPU seconds (user + system) process `pid` has run, from /proc/PID/stat."
-    stat = Path(f'/proc/{pid}/stat').read_text()
-    utime, stime = stat[stat.rindex(')') + 2:].split()[11:13]
-    return (int(utime) + int(stime)) / os.sysconf('SC_CLK_TCK')
-
-def _concurrent(base:str, prompts:list[list[int]], max_tokens:int) -> tuple[float, list[float], int]:
-    "All `prompts` posted at once, one thread each: seconds from the start to the last answer's end, the first-text times, the tokens."
-    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
-        t0 = time.perf_counter()
-        res = list(ex.map(lambda p: _streamed_completion(base, p, max_tokens), prompts))
-        return time.perf_counter() - t0, [f for f, _ in res], sum(n for _, n in res)
-
-def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent streams to time
-                    new_tokens:int=128,                 # tokens each stream generates (ignore_eos: exactly these)
-                    prompt_len:int=16,                  # tokens of each random prompt
-                    rounds:int=5,                       # timed rounds; each runs every number of streams once, interleaved
-                    threads:int=1,                      # PyTorch threads of the server (and of the engine alone)
-                    cfg:ModelConfig|None=None,          # the model (None: the small preset), random weights
-                    seed:int=0                          # seeds the weights and the prompts
-                   ) -> dict:                           # streams -> times to first text, tokens/s, speed-up, the engine's tokens/s
-    "Time to first token and total tokens/s of `serve`, in a process of its own, for each number of concurrent streams."
-    from astrai_nb.bench import ForeignLoad, time_interleaved    # 41a_bench: only the benchmark needs it
-    from astrai_nb.prepare import builtin_documents              # the built-in corpus, for a tokenizer with cfg's vocabulary
-    from astrai_nb.generate import decode_speed, torch_threads
-    from astrai_nb.tokenizer import train_tokenizer
-    from astrai_nb.checkpoint import Checkpoint
-    from astrai_nb.model import Transformer
-    cfg = cfg or ModelConfig.from_preset('small')
-    torch.manual_seed(seed)
-    model = Transformer(cfg).eval()
-    tok = train_tokenizer(itertools.islice(builtin_documents(), 150), vocab_size=cfg.vocab_size)
-    gen = torch.Generator().manual_seed(seed)
-    prompts = torch.randint(0, tok.vocab_size, (max(streams), prompt_len), generator=gen).tolist()
-    with tempfile.TemporaryDirectory() as d:
-        tok_dir = tok.save(Path(d)/'tok')
-        assets = {p.name: p.read_bytes() for p in tok_dir.iterdir()}
-        ckpt = Checkpoint(model.state_dict(), config=cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
-        code = (f"from astrai_nb.server import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, "
-                f"max_batch={max(streams)}, threads={threads}, log_level='warning'))")
-        proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
-        try:
-            m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
-            if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
-            base, engine = m.group(1), Generator(model, max_batch=max(streams))
-            seen = {n: [] for n in streams}
-            def run(n): seen[n].append(_concurrent(base, prompts[:n], new_tokens))
-            steps = {f'server {n}': partial(run, n) for n in streams}
-            steps |= {f'engine {n}': partial(decode_speed, engine, n, prompt_len, new_tokens, seed) for n in streams}
-            cpu0 = _cpu_seconds(proc.pid)
-            with torch_threads(threads), ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
-            others = None if load.cores is None else max(0.0, load.cores - (_cpu_seconds(proc.pid) - cpu0) / load.wall)
-        finally:
-            proc.terminate(); proc.wait()
-    runs = {n: seen[n][1:] for n in streams}                                 # the first of each was the warm-up
-    rate = {n: [n * new_tokens / wall for wall, _, _ in runs[n]] for n in streams}
-    res = {}
-    for n in streams:
-        if (made := {t for _, _, t in runs[n]}) != {n * new_tokens}: raise RuntimeError(f"{n} streams made {made} tokens, not {n * new_tokens}")
-        res[n] = dict(ttft=statistics.median(f for _, fs, _ in runs[n] for f in fs), tokens_per_s=statistics.median(rate[n]),
-                      speedup=statistics.median(a / b for a, b in zip(rate[n], rate[streams[0]])),
-                      engine_tokens_per_s=n * new_tokens / statistics.median(times[f'engine {n}']))
-    return dict(config=cfg.to_dict(), new_tokens=new_tokens, prompt_len=prompt_len, rounds=rounds, threads=threads, streams=res,
-                others=others)
-
-def format_serve_report(res:dict) -> str:
-    "The benchmark as a table."
-    c = res['config']
-    lines = [f"dim={c['dim']} n_layers={c['n_layers']} vocab={c['vocab_size']}, prompt {res['prompt_len']} + {res['new_tokens']} new tokens "
-             f"per stream, fp32, {res['threads']} threads, median of {res['rounds']} interleaved rounds; other processes used "
-             f"{res['others']:.1f} of the machine's {os.cpu_count()} cores meanwhile",
-             f"{'streams':>7s} {'first token':>12s} {'tokens/s':>9s} {'speed-up':>9s} {'engine tok/s':>13s}"]
-    for n, r in res['streams'].items():
-        lines.append(f"{n:7d} {r['ttft'] * 1e3:9.0f} ms {r['tokens_per_s']:9.0f} {r['speedup']:8.2f}x {r['engine_tokens_per_s']:13.0f}")
-    return '\n'.join(lines)
