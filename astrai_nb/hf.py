@@ -24,7 +24,8 @@ from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existi
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_architecture', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict',
            'hf_token_ids', 'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf',
            'load_checkpoint_weights', 'load_pretrained', 'model_config_at', 'inference_memory',
-           'check_inference_memory', 'load_for_generation', 'chat_tuned', 'export_checkpoint', 'ExportConfig']
+           'check_inference_memory', 'load_for_generation', 'chat_tuned', 'export_checkpoint', 'ExportConfig',
+           'export_lora']
 
 # %% ../nbs/41_hf.ipynb #d16ff34f
 def hf_architecture(cfg:ModelConfig) -> str:
@@ -528,3 +529,32 @@ class ExportConfig(Config):
     dtype: str | None = None          # the weights' dtype in the export; None: the checkpoint's
     tokenizer: str | None = None      # a directory holding the tokenizer, for a checkpoint that carries none
 ExportConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
+
+# %% ../nbs/41_hf.ipynb #db4db5d7
+def export_lora(param_path,                   # a LoRA checkpoint step directory
+                out,                          # the directory to write: absent or empty
+                merge:bool=False,             # write the merged weights as one Hugging Face directory
+                peft:bool=False,              # write out/base (Hugging Face) and out/adapter (peft's format)
+                dtype:str|None=None,          # dtype of the written weights ('bfloat16', ...); None: as stored
+                tokenizer=None                # a directory holding the tokenizer, for a checkpoint without one
+               ) -> Path:
+    "Export a LoRA checkpoint: merged weights that plain transformers loads, or the base plus the adapters in `peft`'s format."
+    from astrai_nb.lora import describe_base, export_peft, load_lora_model, lora_meta, plain_model, _tokenizer   # lazy, as in load_pretrained
+    param_path, out = Path(param_path), Path(out)
+    info = lora_meta(param_path)
+    if info is None: raise ValueError(f"--merge and --peft export LoRA checkpoints (trained with --lora_rank); {param_path} holds "
+                                      "whole weights: export it without them")
+    if merge == peft: raise ValueError(f"{param_path} is a LoRA checkpoint: it holds only adapters over the base "
+                                       f"{describe_base(info['base'])}; pass --merge (merged weights, one Hugging Face directory) "
+                                       "or --peft (the base and the adapters in peft's format), one of them")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise FileExistsError(f"out {out} exists and is not empty: choose a new directory, or empty this one first")
+    lora, ck = load_lora_model(param_path)
+    tok = _tokenizer(param_path, ck, tokenizer)
+    dt = getattr(torch, dtype) if dtype else None
+    source = {'checkpoint': param_path.name, 'iteration': ck.iteration, 'tokenizer_hash': tok.hash,
+              'lora': 'merged' if merge else 'base'}
+    if merge: return export_hf(plain_model(lora), out, dt, tokenizer=tok, overwrite=True, source=source)
+    export_hf(plain_model(lora, merged=False), out / 'base', dt, tokenizer=tok, source=source)
+    export_peft(lora, info, out / 'adapter', out / 'base', dt)
+    return out
