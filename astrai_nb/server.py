@@ -4,7 +4,7 @@
 
 # %% ../nbs/42_server.ipynb #f020b167
 from __future__ import annotations
-import asyncio, concurrent.futures, ctypes, hmac, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+import asyncio, concurrent.futures, ctypes, hmac, importlib.resources, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
@@ -26,9 +26,10 @@ from .generate import DEFAULT_TEMPERATURE, Event, Generator, SamplingParams
 from .hf import chat_tuned, load_for_generation
 
 # %% auto #0
-__all__ = ['Text', 'OFF', 'MAX_BODY_BYTES', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions', 'ChatCompletionRequest',
-           'CompletionRequest', 'validation_error', 'sampling_params', 'ShuttingDown', 'EngineThread', 'is_loopback',
-           'Guard', 'BodyLimit', 'make_app', 'listen', 'url_of', 'Server', 'serve_in_thread', 'ServeConfig', 'serve']
+__all__ = ['Text', 'OFF', 'MAX_BODY_BYTES', 'CHAT_FILE', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions',
+           'ChatCompletionRequest', 'CompletionRequest', 'validation_error', 'sampling_params', 'ShuttingDown',
+           'EngineThread', 'is_loopback', 'Guard', 'BodyLimit', 'make_app', 'listen', 'url_of', 'Server',
+           'serve_in_thread', 'ServeConfig', 'serve']
 
 # %% ../nbs/42_server.ipynb #7d1be63a
 class APIError(Exception):
@@ -576,126 +577,8 @@ def serve_in_thread(app:FastAPI,                  # e.g. from `make_app`
         sock.close()
 
 # %% ../nbs/42_server.ipynb #4c5824b2
-CHAT_PAGE = r"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>astrai_nb chat</title>
-<style>
-  * { box-sizing: border-box; }
-  body { margin: 0; height: 100vh; display: flex; flex-direction: column; font: 15px/1.5 system-ui, sans-serif; background: #f4f4f2; color: #1d1d1f; }
-  header { display: flex; flex-wrap: wrap; gap: .4rem 1.2rem; align-items: center; padding: .5rem 1rem; background: #1d1d1f; color: #eee; font-size: .85rem; }
-  header b { font-size: 1rem; margin-right: auto; }
-  header input { width: 5rem; } #key { width: 12rem; }
-  #log { flex: 1; overflow-y: auto; padding: 1rem; display: flex; flex-direction: column; gap: .6rem; }
-  .msg { flex-shrink: 0; max-width: min(48rem, 85%); padding: .5rem .8rem; border-radius: .7rem; white-space: pre-wrap; overflow-wrap: anywhere; }
-  .user { align-self: flex-end; background: #cfe3ff; }
-  .assistant { align-self: flex-start; background: #fff; border: 1px solid #ddd; min-height: 2.3rem; }
-  .note, .error { align-self: center; font-size: .85rem; color: #666; } .error { color: #b00020; }
-  .failed { opacity: .5; }
-  #untuned { margin: 0; padding: .4rem 1rem; background: #fff3cd; color: #664d03; font-size: .85rem; }
-  form { display: flex; gap: .5rem; padding: .6rem 1rem; background: #fff; border-top: 1px solid #ddd; }
-  textarea { flex: 1; resize: none; font: inherit; padding: .4rem .6rem; }
-  button { font: inherit; padding: .3rem 1rem; }
-</style></head>
-<body data-busy="false">
-<header><b id="model">astrai_nb</b>
-  <label>temperature <input id="temperature" type="number" min="0" max="2" step="0.1" value="{DEFAULT_TEMPERATURE}"></label>
-  <label>max tokens <input id="max_tokens" type="number" min="1" step="1" placeholder="auto"></label>
-  <label id="keybox" hidden>API key <input id="key" type="password" autocomplete="off"></label>
-  <button id="clear" type="button">New chat</button></header>
-<p id="untuned" hidden>This model was only pretrained, not fine-tuned for chat: it continues text, so its replies read as the rest of some document. A model trained further with <code>--train_type sft</code> answers.</p>
-<main id="log" aria-live="polite"></main>
-<form id="form"><textarea id="input" rows="2" placeholder="Message (Enter sends, Shift+Enter: new line)" autofocus></textarea>
-  <button id="send">Send</button><button id="stop" type="button" hidden>Stop</button></form>
-<script>
-const $ = id => document.getElementById(id);
-const messages = [];                  // the conversation, as the API takes it
-let model = '', controller = null;    // controller: aborts the answer being streamed
-
-function headers() {
-  const h = {'Content-Type': 'application/json'}, key = $('key').value.trim();
-  if (key) h.Authorization = 'Bearer ' + key;
-  return h;
-}
-function show(cls, text) {
-  const div = document.createElement('div');
-  div.className = 'msg ' + cls; div.textContent = text;
-  $('log').append(div); $('log').scrollTop = $('log').scrollHeight;
-  return div;
-}
-function busy(on) {
-  document.body.dataset.busy = on;
-  $('send').hidden = on; $('stop').hidden = !on; $('input').disabled = on; $('clear').disabled = on;
-  if (!on) $('input').focus();
-}
-async function loadModel() {
-  const r = await fetch('v1/models', {headers: headers()});
-  if (r.status === 401) $('keybox').hidden = false;
-  if (!r.ok) return;
-  const m = (await r.json()).data[0];
-  model = m.id; $('model').textContent = model; $('untuned').hidden = m.chat_tuned !== false;
-}
-async function* events(body) {        // the data of each server-sent event
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '';
-  for (;;) {
-    const {value, done} = await reader.read();
-    if (done) return;
-    buf += value;
-    for (let i; (i = buf.indexOf('\n\n')) >= 0; buf = buf.slice(i + 2))
-      yield buf.slice(0, i).split('\n').filter(l => l.startsWith('data:')).map(l => l.slice(5).trim()).join('\n');
-  }
-}
-async function ask(question) {        // POST the conversation; leave out the oldest exchanges while it is too long
-  for (;;) {
-    const body = {model, messages, stream: true, temperature: Number($('temperature').value)};
-    if ($('max_tokens').value) body.max_tokens = Number($('max_tokens').value);
-    const r = await fetch('v1/chat/completions', {method: 'POST', headers: headers(), body: JSON.stringify(body), signal: controller.signal});
-    if (r.ok) return r;
-    const err = await r.json().then(j => j.error, () => ({message: `HTTP ${r.status}`}));
-    if (r.status === 401) $('keybox').hidden = false;
-    const first = messages[0].role === 'system' ? 1 : 0;
-    if (err.code !== 'context_length_exceeded' || messages.length - first < 3) throw new Error(err.message);
-    messages.splice(first, 2);
-    question.before(show('note', 'The oldest exchange was left out: the conversation is longer than the model\'s context.'));
-  }
-}
-async function send(text) {
-  messages.push({role: 'user', content: text});
-  const question = show('user', text), out = show('assistant', '');
-  let reply = '', failed = false;
-  out.dataset.pieces = 0;
-  controller = new AbortController(); busy(true);
-  try {
-    const r = await ask(question);
-    for await (const data of events(r.body)) {
-      if (data === '[DONE]') break;
-      const chunk = JSON.parse(data);
-      if (chunk.error) throw new Error(chunk.error.message);
-      const piece = chunk.choices[0]?.delta?.content;
-      if (piece) { reply += piece; out.textContent = reply; out.dataset.pieces++; $('log').scrollTop = $('log').scrollHeight; }
-    }
-  } catch (e) {
-    if (e.name !== 'AbortError') { failed = !reply; show('error', e.message); }
-  } finally {
-    if (failed) { messages.pop(); question.classList.add('failed'); out.remove(); }
-    else messages.push({role: 'assistant', content: reply});
-    controller = null; busy(false);
-  }
-}
-$('form').addEventListener('submit', e => {
-  e.preventDefault();
-  const text = $('input').value;
-  if (!text.trim() || controller) return;
-  $('input').value = '';
-  send(text);
-});
-$('input').addEventListener('keydown', e => { if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); $('form').requestSubmit(); } });
-$('stop').addEventListener('click', () => controller && controller.abort());
-$('clear').addEventListener('click', () => { messages.length = 0; $('log').replaceChildren(); });
-$('key').addEventListener('change', loadModel);
-busy(false); loadModel();
-</script></body></html>
-""".replace('{DEFAULT_TEMPERATURE}', str(DEFAULT_TEMPERATURE))
+CHAT_FILE = importlib.resources.files('astrai_nb') / 'chat.html'   # the page: HTML, CSS and JavaScript, a data file of the package
+CHAT_PAGE = CHAT_FILE.read_text(encoding='utf-8').replace('{DEFAULT_TEMPERATURE}', str(DEFAULT_TEMPERATURE))
 
 # %% ../nbs/42_server.ipynb #4725b789
 @dataclass
