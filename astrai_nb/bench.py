@@ -20,14 +20,14 @@ from .model import Transformer, flops_per_token, measure_peak_flops, num_params,
 from .tokenizer import train_tokenizer
 from .prepare import builtin_documents
 from .checkpoint import Checkpoint
-from .generate import Generator, SamplingParams, decode_speed, swapped_forwards
+from .generate import Generator, SamplingParams, swapped_forwards
 from .hf import hf_config, hf_key_map, hf_state_dict
 
 # %% auto #0
 __all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio', 'benchmark',
-           'format_report', 'plot_throughput', 'op_breakdown', 'main', 'hf_generate_fn', 'torch_threads',
-           'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown', 'serve_benchmark',
-           'format_serve_report']
+           'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed', 'hf_generate_fn',
+           'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown',
+           'serve_benchmark', 'format_serve_report']
 
 # %% ../nbs/41a_bench.ipynb #666d5a17
 def _import_transformers():
@@ -299,6 +299,21 @@ def main(dim:int=288,            # width of the residual stream
     res = benchmark(cfg, seq_len=seq_len, batch_size=batch_size, steps=steps, warmup=warmup, dtype=dtype, device=device,
                     compile=compile, threads=threads or None, peak_n=peak_n, max_foreign=max_foreign if max_foreign >= 0 else None)
     print(format_report(res))
+
+# %% ../nbs/41a_bench.ipynb #c1a8a034
+def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)
+                 batch_size:int,            # requests decoded together
+                 prompt_len:int=16,         # tokens of each (random) prompt
+                 new_tokens:int=32,         # tokens each request generates (no stop token)
+                 seed:int=0                 # seeds the prompts
+                ) -> float:                 # seconds for the whole batch, prefill included
+    "Time to generate `new_tokens` greedy tokens for each of `batch_size` random prompts."
+    gen = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(0, g.vocab_size, (batch_size, prompt_len), generator=gen).tolist()
+    params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
+    t0 = time.perf_counter()
+    g.generate_ids(prompts, params)
+    return time.perf_counter() - t0
 
 # %% ../nbs/41a_bench.ipynb #0e2371b0
 def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):

@@ -24,7 +24,7 @@ from .model import Transformer, available_memory, num_params
 __all__ = ['MAX_NEW_TOKENS', 'PACK_ROWS', 'DEFAULT_TEMPERATURE', 'SamplingParams', 'apply_penalties', 'filter_sorted',
            'filter_logits', 'sample_sorted', 'Detokenizer', 'Request', 'Event', 'column_major_weights',
            'packed_linears', 'swapped_forwards', 'engine_bytes', 'free_memory', 'check_fits', 'Generator', 'chat_repl',
-           'GenerateConfig', 'pick_device', 'decode_speed']
+           'GenerateConfig', 'pick_device', 'inference_memory']
 
 # %% ../nbs/14_generate.ipynb #58ec1516
 MAX_NEW_TOKENS = 2**20   # the most tokens a request may ask for: far beyond any context built here
@@ -660,17 +660,12 @@ def pick_device(device:str|None    # what --device says (None: cuda if there is 
         raise ValueError(f"--device {device}: not available here; use cpu or cuda")
     return d
 
-# %% ../nbs/14_generate.ipynb #c1a8a034
-def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)
-                 batch_size:int,            # requests decoded together
-                 prompt_len:int=16,         # tokens of each (random) prompt
-                 new_tokens:int=32,         # tokens each request generates (no stop token)
-                 seed:int=0                 # seeds the prompts
-                ) -> float:                 # seconds for the whole batch, prefill included
-    "Time to generate `new_tokens` greedy tokens for each of `batch_size` random prompts."
-    gen = torch.Generator().manual_seed(seed)
-    prompts = torch.randint(0, g.vocab_size, (batch_size, prompt_len), generator=gen).tolist()
-    params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
-    t0 = time.perf_counter()
-    g.generate_ids(prompts, params)
-    return time.perf_counter() - t0
+# %% ../nbs/14_generate.ipynb #b55e59e6
+def inference_memory(cfg:ModelConfig,              # the model
+                     max_batch:int,                # the engine's rows
+                     max_seq_len:int|None=None,    # its positions per row (None: the model's)
+                     dtype:torch.dtype=torch.float32 # the weights' dtype
+                    ) -> dict[str, int]:           # bytes of each part
+    "Memory a loaded model and its `Generator` take: the weights, the RoPE tables (fp32, the config's max_seq_len long), the engine."
+    return {'weights': num_params(cfg) * dtype.itemsize, 'RoPE tables': 2 * cfg.max_seq_len * cfg.head_dim * 4,
+            'KV cache and penalty state': engine_bytes(cfg, max_batch, max_seq_len or cfg.max_seq_len, dtype)}

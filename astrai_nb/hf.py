@@ -13,9 +13,9 @@ from fastcore.meta import delegates
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
-from .model import Transformer, num_params
+from .model import Transformer
 from .tokenizer import TextTokenizer
-from .generate import _gb, check_fits, engine_bytes, free_memory, pick_device
+from .generate import _gb, check_fits, engine_bytes, free_memory, inference_memory, pick_device
 from .prepare import _umask
 from .strategy import StrategyFactory, check_language_model
 from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints
@@ -23,9 +23,8 @@ from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existi
 # %% auto #0
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_architecture', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict',
            'hf_token_ids', 'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf',
-           'load_checkpoint_weights', 'load_pretrained', 'model_config_at', 'inference_memory',
-           'check_inference_memory', 'load_for_generation', 'chat_tuned', 'export_checkpoint', 'ExportConfig',
-           'export_lora']
+           'load_checkpoint_weights', 'load_pretrained', 'model_config_at', 'check_inference_memory',
+           'load_for_generation', 'chat_tuned', 'export_checkpoint', 'ExportConfig', 'export_lora']
 
 # %% ../nbs/41_hf.ipynb #d16ff34f
 def hf_architecture(cfg:ModelConfig) -> str:
@@ -438,15 +437,6 @@ def model_config_at(path) -> ModelConfig|None:
         if (path/'meta.json').exists(): return ModelConfig.load(path/'config.json')
         return config_from_hf(json.loads((path/'config.json').read_text()))
     except (OSError, ValueError, TypeError, KeyError): return None   # loading the model will say what is wrong
-
-def inference_memory(cfg:ModelConfig,              # the model
-                     max_batch:int,                # the engine's rows
-                     max_seq_len:int|None=None,    # its positions per row (None: the model's)
-                     dtype:torch.dtype=torch.float32 # the weights' dtype
-                    ) -> dict[str, int]:           # bytes of each part
-    "Memory a loaded model and its `Generator` take: the weights, the RoPE tables (fp32, the config's max_seq_len long), the engine."
-    return {'weights': num_params(cfg) * dtype.itemsize, 'RoPE tables': 2 * cfg.max_seq_len * cfg.head_dim * 4,
-            'KV cache and penalty state': engine_bytes(cfg, max_batch, max_seq_len or cfg.max_seq_len, dtype)}
 
 # %% ../nbs/41_hf.ipynb #7b63ebee
 def check_inference_memory(path,                        # a checkpoint step directory or a Hugging Face directory
