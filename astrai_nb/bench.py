@@ -487,7 +487,7 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
         tok_dir = tok.save(Path(d)/'tok')
         assets = {p.name: p.read_bytes() for p in tok_dir.iterdir()}
         ckpt = Checkpoint(model.state_dict(), config=cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
-        code = (f"from astrai_nb.server import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, "
+        code = (f"from astrai_nb.serve import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, "
                 f"max_batch={max(streams)}, threads={threads}, log_level='warning'))")
         proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
         try:

@@ -295,7 +295,7 @@ def generate_cli(argv:list[str]|None=None) -> int|None:
 # %% ../nbs/50_cli.ipynb #904e5771
 def serve_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_serve`."
-    from astrai_nb.server import ServeConfig, serve   # lazy: FastAPI and uvicorn load only for this script (see 90_layout)
+    from astrai_nb.serve import ServeConfig, serve    # lazy: FastAPI and uvicorn load only for this script (see 90_layout)
     parser = config_parser(ServeConfig, 'astrai_nb_serve', 'Serve a model: an OpenAI-compatible API under /v1 and a chat page at /.')
     return run_script('astrai_nb_serve', lambda: serve(config_from(ServeConfig, _settings(parser, argv))))
 
