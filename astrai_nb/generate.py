@@ -4,15 +4,13 @@
 
 # %% ../nbs/14_generate.ipynb #3840bd7c
 from __future__ import annotations
-import json, math, os, statistics, sys, threading, time
+import math, os, sys, threading
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch import Tensor
 from fastcore.basics import patch
 from .config import Config, ModelConfig

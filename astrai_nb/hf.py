@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
-from .generate import _gb, check_fits, engine_bytes, free_memory, inference_memory, pick_device
+from .generate import _gb, check_fits, free_memory, inference_memory, pick_device
 from .prepare import _umask
 from .strategy import StrategyFactory, check_language_model
 from .checkpoint import META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints

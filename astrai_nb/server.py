@@ -4,15 +4,12 @@
 
 # %% ../nbs/42_server.ipynb #f020b167
 from __future__ import annotations
-import asyncio, concurrent.futures, ctypes, hmac, importlib.resources, http.client, ipaddress, itertools, json, logging, os, re, socket, statistics, subprocess, sys, tempfile, threading, time, uuid
+import asyncio, ctypes, hmac, importlib.resources, ipaddress, json, logging, os, re, socket, threading, time, uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Annotated, Literal
-import torch
 import uvicorn
 from fastcore.basics import patch
 from fastapi import FastAPI, Request
@@ -21,9 +18,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from typing import Any
 from pydantic import BeforeValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException
-from .config import Config, ModelConfig
 from .generate import DEFAULT_TEMPERATURE, Event, Generator, SamplingParams
-from .hf import chat_tuned, load_for_generation
 
 # %% auto #0
 __all__ = ['Text', 'OFF', 'MAX_BODY_BYTES', 'CHAT_FILE', 'CHAT_PAGE', 'APIError', 'ChatMessage', 'StreamOptions',
