@@ -4,7 +4,11 @@
 
 # %% ../nbs/41a_bench.ipynb #dde523c8
 from __future__ import annotations
-import contextlib, math, os, statistics, sys, time
+import concurrent.futures, contextlib, http.client, itertools, json, math, os, re, statistics, subprocess, sys, tempfile, time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
 from typing import Callable
 import torch
 import torch.nn as nn
@@ -13,11 +17,17 @@ from torch import Tensor
 from fastcore.script import call_parse, store_true
 from .config import ModelConfig
 from .model import Transformer, flops_per_token, measure_peak_flops, num_params, synchronize
-from .hf import hf_config, hf_key_map
+from .tokenizer import train_tokenizer
+from .prepare import builtin_documents
+from .checkpoint import Checkpoint
+from .generate import Generator, SamplingParams, swapped_forwards
+from .hf import hf_config, hf_key_map, hf_state_dict
 
 # %% auto #0
 __all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio', 'benchmark',
-           'format_report', 'plot_throughput', 'op_breakdown', 'main']
+           'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed', 'hf_generate_fn',
+           'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown',
+           'serve_benchmark', 'format_serve_report']
 
 # %% ../nbs/41a_bench.ipynb #666d5a17
 def _import_transformers():
@@ -289,3 +299,228 @@ def main(dim:int=288,            # width of the residual stream
     res = benchmark(cfg, seq_len=seq_len, batch_size=batch_size, steps=steps, warmup=warmup, dtype=dtype, device=device,
                     compile=compile, threads=threads or None, peak_n=peak_n, max_foreign=max_foreign if max_foreign >= 0 else None)
     print(format_report(res))
+
+# %% ../nbs/41a_bench.ipynb #c1a8a034
+def decode_speed(g:Generator,               # the engine (its max_batch >= batch_size)
+                 batch_size:int,            # requests decoded together
+                 prompt_len:int=16,         # tokens of each (random) prompt
+                 new_tokens:int=32,         # tokens each request generates (no stop token)
+                 seed:int=0                 # seeds the prompts
+                ) -> float:                 # seconds for the whole batch, prefill included
+    "Time to generate `new_tokens` greedy tokens for each of `batch_size` random prompts."
+    gen = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(0, g.vocab_size, (batch_size, prompt_len), generator=gen).tolist()
+    params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
+    t0 = time.perf_counter()
+    g.generate_ids(prompts, params)
+    return time.perf_counter() - t0
+
+# %% ../nbs/41a_bench.ipynb #0e2371b0
+def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):
+    "A function running transformers' greedy `generate` (its KV cache) of `new_tokens` on our model's weights."
+    import transformers                          # only the comparison needs it (a development extra)
+    transformers.logging.set_verbosity_error()
+    hf = transformers.LlamaForCausalLM(transformers.LlamaConfig(**hf_config(model.cfg), attn_implementation='sdpa'))
+    hf.load_state_dict(hf_state_dict(model)); hf.eval()
+    mask = torch.ones_like(prompts)
+    def run() -> list[list[int]]:
+        with torch.inference_mode():
+            out = hf.generate(prompts, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                              do_sample=False, pad_token_id=0, eos_token_id=None)
+        return out[:, prompts.shape[1]:].tolist()
+    return run
+
+@contextmanager
+def torch_threads(n:int|None):
+    "PyTorch's CPU threads set to `n` inside the block (None: left as they are), restored after it."
+    old = torch.get_num_threads()
+    if n: torch.set_num_threads(n)
+    try: yield old if n is None else n
+    finally: torch.set_num_threads(old)
+
+def quiet_rounds(fns:dict,                  # name -> a function to time
+                 rounds:int,                 # rounds: each runs every function once, the order reversed every other round
+                 max_foreign:float|None=0.25, # before a round, wait while other processes use more CPU cores than this
+                 patience:float=120.0        # ... at most this many seconds (then run anyway)
+                ) -> tuple[dict[str, list[float]], list[float|None]]: # name -> seconds per round; others' cores per round
+    "Time `fns` alternately, each round when the shared machine is quiet (a round disturbed anyway is run again once)."
+    times, loads = {k: [] for k in fns}, []
+    for i in range(rounds):
+        t0 = time.perf_counter()
+        while max_foreign is not None and time.perf_counter() - t0 < patience:
+            with ForeignLoad() as load: time.sleep(0.5)
+            if load.cores is None or load.cores <= max_foreign: break
+        log = []
+        t = time_interleaved(dict(reversed(fns.items())) if i % 2 else fns, n=1, warmup=0, max_foreign=max_foreign, log=log)
+        for k in fns: times[k] += t[k]
+        loads.append(log[-1][0])
+    return times, loads
+
+def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small preset)
+                     batch_sizes:Sequence[int]=(1, 8), # requests decoded together
+                     prompt_len:int=16,               # tokens per prompt
+                     new_tokens:int=128,              # tokens generated per request
+                     rounds:int=5,                    # timed rounds (each runs both once)
+                     threads:int|None=2,              # torch CPU threads (None: leave as is)
+                     max_foreign:float|None=0.25,     # wait (and rerun once) while others use more CPU cores than this
+                     patience:float=120.0,            # seconds to wait for a quiet machine before each round
+                     seed:int=0                       # seeds the weights and prompts
+                    ) -> dict:                        # batch size -> times, tokens/s and the ratio
+    "Decoding tokens/s of the `Generator` and of transformers' `generate` on the same weights, timed interleaved."
+    cfg = cfg or ModelConfig.from_preset('small')
+    with torch_threads(threads) as used:
+        torch.manual_seed(seed)
+        model, res = Transformer(cfg).eval(), {}
+        for B in batch_sizes:
+            prompts = torch.randint(0, cfg.vocab_size, (B, prompt_len))
+            g = Generator(model, max_batch=B)
+            params = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
+            fns = {'ours': lambda: g.generate_ids(prompts.tolist(), params), 'hf': hf_generate_fn(model, prompts, new_tokens)}
+            same = fns['ours']() == fns['hf']()                                             # and a warm-up
+            times, loads = quiet_rounds(fns, rounds, max_foreign, patience)
+            res[B] = dict(times=times, same_tokens=same, foreign=statistics.median([c for c in loads if c is not None] or [float('nan')]),
+                          tokens_per_s={k: B * new_tokens / statistics.median(v) for k, v in times.items()},
+                          ratio=paired_ratio(times['hf'], times['ours']))
+    import transformers
+    return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=used, rounds=rounds, batches=res,
+                versions=f"torch {torch.__version__}, transformers {transformers.__version__}")
+
+def format_decode_report(res:dict) -> str:
+    "The benchmark as a table: tokens/s of each, the ratio, and how busy the machine was."
+    c = res['config']
+    lines = [f"dim={c['dim']} n_layers={c['n_layers']} vocab={c['vocab_size']} n_heads={c['n_heads']} n_kv_heads={c['n_kv_heads']}, "
+             f"prompt {res['prompt_len']} + {res['new_tokens']} new tokens, fp32, {res['threads']} threads, median of {res['rounds']} rounds; {res['versions']}",
+             f"{'batch':>5s} {'ours tok/s':>11s} {'HF tok/s':>9s} {'ours/HF':>8s} {'same tokens':>12s} {'others':>7s}"]
+    for B, r in res['batches'].items():
+        lines.append(f"{B:5d} {r['tokens_per_s']['ours']:11.0f} {r['tokens_per_s']['hf']:9.0f} {r['ratio']:8.2f} "
+                     f"{str(r['same_tokens']):>12s} {r['foreign']:6.2f}c")
+    return '\n'.join(lines)
+
+# %% ../nbs/41a_bench.ipynb #62aa8a40
+def step_breakdown(cfg:ModelConfig|None=None,  # the model (None: the small preset)
+                   batch_size:int=8,            # requests decoded together
+                   prompt_len:int=16,           # tokens per prompt
+                   new_tokens:int=64,           # tokens generated per request
+                   rounds:int=5,                # timed rounds
+                   threads:int|None=2,          # torch CPU threads (None: leave as is)
+                   max_foreign:float|None=0.25, # as in `quiet_rounds`
+                   patience:float=120.0,        # as in `quiet_rounds`
+                   seed:int=0                   # seeds the weights and prompts
+                  ) -> dict[str, float]:        # milliseconds per decode step of each part
+    "Where a decode step's time goes: engine, sampling, model besides its matmuls, the weight matmuls (ms per step)."
+    cfg = cfg or ModelConfig.from_preset('small')
+    with torch_threads(threads):
+        torch.manual_seed(seed)
+        model = Transformer(cfg).eval()
+        g, B, n = Generator(model, max_batch=batch_size), batch_size, new_tokens - 1     # n decode steps after the prefill
+        prompts = torch.randint(0, cfg.vocab_size, (B, prompt_len))
+        greedy = SamplingParams(temperature=0, max_new_tokens=new_tokens, stop_token_ids=[])
+        sampled = SamplingParams(temperature=0.8, top_k=50, top_p=0.9, max_new_tokens=new_tokens, stop_token_ids=[], seed=seed)
+        caches, ids = model.make_kv_caches(B), torch.randint(0, cfg.vocab_size, (B, 1))
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        xs = {m.in_features: torch.randn(B, 1, m.in_features) for m in linears}
+        def forward():                                  # as the generator runs the model: packed layers in the decode steps
+            with torch.inference_mode():
+                model(prompts, 0, caches)
+                with swapped_forwards(g._packed_now(B)):
+                    for t in range(n): model(ids, prompt_len + t, caches)
+        def matmuls():
+            with torch.inference_mode():
+                model(prompts, 0, caches)
+                with swapped_forwards(g._packed_now(B)):
+                    for t in range(n):
+                        for m in linears: m(xs[m.in_features])
+        fns = {'greedy': lambda: g.generate_ids(prompts.tolist(), greedy), 'sampled': lambda: g.generate_ids(prompts.tolist(), sampled),
+               'forward': forward, 'matmuls': matmuls}
+        for f in fns.values(): f()                                                          # warm-up
+        ms = {k: statistics.median(v) / n * 1e3 for k, v in quiet_rounds(fns, rounds, max_foreign, patience)[0].items()}
+    return {'step (greedy)': ms['greedy'], 'weight matmuls': ms['matmuls'], 'rest of the model': ms['forward'] - ms['matmuls'],
+            'engine': ms['greedy'] - ms['forward'], 'sampling (top-k, top-p)': ms['sampled'] - ms['greedy']}
+
+# %% ../nbs/41a_bench.ipynb #c3d8329e
+def _streamed_completion(base:str, prompt:list[int], max_tokens:int) -> tuple[float, int]:
+    "Post one streamed completion of exactly `max_tokens` tokens: seconds to its first text, and its completion tokens."
+    host, port = base.removeprefix('http://').rsplit(':', 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=600)
+    body = {'prompt': prompt, 'max_tokens': max_tokens, 'temperature': 0, 'ignore_eos': True, 'stream': True, 'stream_options': {'include_usage': True}}
+    t0, first, usage = time.perf_counter(), None, None
+    try:
+        conn.request('POST', '/v1/completions', json.dumps(body), {'Content-Type': 'application/json'})
+        resp = conn.getresponse()
+        if resp.status != 200: raise RuntimeError(f"the server answered {resp.status}: {resp.read()[:300]!r}")
+        for line in resp:
+            if not line.startswith(b'data: {'): continue
+            if first is None and b'"text": ""' not in line: first = time.perf_counter() - t0
+            if b'"usage": {' in line: usage = json.loads(line[6:])['usage']
+    finally: conn.close()
+    return first, usage['completion_tokens']
+
+def _cpu_seconds(pid:int) -> float:
+    "CPU seconds (user + system) process `pid` has run, from /proc/PID/stat."
+    stat = Path(f'/proc/{pid}/stat').read_text()
+    utime, stime = stat[stat.rindex(')') + 2:].split()[11:13]
+    return (int(utime) + int(stime)) / os.sysconf('SC_CLK_TCK')
+
+def _concurrent(base:str, prompts:list[list[int]], max_tokens:int) -> tuple[float, list[float], int]:
+    "All `prompts` posted at once, one thread each: seconds from the start to the last answer's end, the first-text times, the tokens."
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as ex:
+        t0 = time.perf_counter()
+        res = list(ex.map(lambda p: _streamed_completion(base, p, max_tokens), prompts))
+        return time.perf_counter() - t0, [f for f, _ in res], sum(n for _, n in res)
+
+def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent streams to time
+                    new_tokens:int=128,                 # tokens each stream generates (ignore_eos: exactly these)
+                    prompt_len:int=16,                  # tokens of each random prompt
+                    rounds:int=5,                       # timed rounds; each runs every number of streams once, interleaved
+                    threads:int=1,                      # PyTorch threads of the server (and of the engine alone)
+                    cfg:ModelConfig|None=None,          # the model (None: the small preset), random weights
+                    seed:int=0                          # seeds the weights and the prompts
+                   ) -> dict:                           # streams -> times to first text, tokens/s, speed-up, the engine's tokens/s
+    "Time to first token and total tokens/s of `serve`, in a process of its own, for each number of concurrent streams."
+    cfg = cfg or ModelConfig.from_preset('small')
+    torch.manual_seed(seed)
+    model = Transformer(cfg).eval()
+    tok = train_tokenizer(itertools.islice(builtin_documents(), 150), vocab_size=cfg.vocab_size)
+    gen = torch.Generator().manual_seed(seed)
+    prompts = torch.randint(0, tok.vocab_size, (max(streams), prompt_len), generator=gen).tolist()
+    with tempfile.TemporaryDirectory() as d:
+        tok_dir = tok.save(Path(d)/'tok')
+        assets = {p.name: p.read_bytes() for p in tok_dir.iterdir()}
+        ckpt = Checkpoint(model.state_dict(), config=cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
+        code = (f"from astrai_nb.serve import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, "
+                f"max_batch={max(streams)}, threads={threads}, log_level='warning'))")
+        proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+        try:
+            m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
+            if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
+            base, engine = m.group(1), Generator(model, max_batch=max(streams))
+            seen = {n: [] for n in streams}
+            def run(n): seen[n].append(_concurrent(base, prompts[:n], new_tokens))
+            steps = {f'server {n}': partial(run, n) for n in streams}
+            steps |= {f'engine {n}': partial(decode_speed, engine, n, prompt_len, new_tokens, seed) for n in streams}
+            cpu0 = _cpu_seconds(proc.pid)
+            with torch_threads(threads), ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
+            others = None if load.cores is None else max(0.0, load.cores - (_cpu_seconds(proc.pid) - cpu0) / load.wall)
+        finally:
+            proc.terminate(); proc.wait()
+    runs = {n: seen[n][1:] for n in streams}                                 # the first of each was the warm-up
+    rate = {n: [n * new_tokens / wall for wall, _, _ in runs[n]] for n in streams}
+    res = {}
+    for n in streams:
+        if (made := {t for _, _, t in runs[n]}) != {n * new_tokens}: raise RuntimeError(f"{n} streams made {made} tokens, not {n * new_tokens}")
+        res[n] = dict(ttft=statistics.median(f for _, fs, _ in runs[n] for f in fs), tokens_per_s=statistics.median(rate[n]),
+                      speedup=statistics.median(a / b for a, b in zip(rate[n], rate[streams[0]])),
+                      engine_tokens_per_s=n * new_tokens / statistics.median(times[f'engine {n}']))
+    return dict(config=cfg.to_dict(), new_tokens=new_tokens, prompt_len=prompt_len, rounds=rounds, threads=threads, streams=res,
+                others=others)
+
+def format_serve_report(res:dict) -> str:
+    "The benchmark as a table."
+    c = res['config']
+    lines = [f"dim={c['dim']} n_layers={c['n_layers']} vocab={c['vocab_size']}, prompt {res['prompt_len']} + {res['new_tokens']} new tokens "
+             f"per stream, fp32, {res['threads']} threads, median of {res['rounds']} interleaved rounds; other processes used "
+             f"{res['others']:.1f} of the machine's {os.cpu_count()} cores meanwhile",
+             f"{'streams':>7s} {'first token':>12s} {'tokens/s':>9s} {'speed-up':>9s} {'engine tok/s':>13s}"]
+    for n, r in res['streams'].items():
+        lines.append(f"{n:7d} {r['ttft'] * 1e3:9.0f} ms {r['tokens_per_s']:9.0f} {r['speedup']:8.2f}x {r['engine_tokens_per_s']:13.0f}")
+    return '\n'.join(lines)

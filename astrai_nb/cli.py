@@ -221,8 +221,8 @@ def export(merge:bool=False,   # a LoRA checkpoint: its base with the adapters m
            peft:bool=False,    # a LoRA checkpoint: OUT/base (Hugging Face) and OUT/adapter (the adapters in peft's format)
            **settings) -> Path:
     "Export a checkpoint step directory as a Hugging Face directory (a LoRA checkpoint merged, or for `peft`); print what was written and how to load it."
-    from astrai_nb.hf import ExportConfig, export_checkpoint   # lazy: only this script needs 41_hf (see 90_layout)
-    from astrai_nb.lora import lora_meta, export_lora          # lazy: 35_lora, for checkpoints of adapters
+    from astrai_nb.hf import ExportConfig, export_checkpoint, export_lora   # lazy: only this script needs 41_hf (see 90_layout)
+    from astrai_nb.lora import lora_meta                       # lazy: 35_lora, for checkpoints of adapters
     c = ExportConfig.from_dict(settings)
     if c.param_path is None or c.out is None:
         raise ValueError("--param_path CKPT_DIR/step_N and --out HF_DIR are both needed")
@@ -256,13 +256,14 @@ def _load_model(c,                        # a script's settings: param_path, dty
                 max_seq_len:int|None=None # their positions (None: the model's)
                ) -> tuple:
     "The model and tokenizer at `c.param_path`, and the device; `--device` and the memory needed checked first, each a one-line error."
-    from astrai_nb.generate import load_for_generation                  # lazy: only the scripts that decode need it
+    from astrai_nb.hf import load_for_generation                        # lazy: only the scripts that decode need it
     _need_param_path(c)
     return load_for_generation(c.param_path, c.dtype, c.device, c.tokenizer, max_batch, max_seq_len)   # a LoRA checkpoint: base + adapters
 
 def generate(**settings) -> int|None:
     "Continue `--prompt` from the model at `--param_path`, printing it and then the text as it comes; without a prompt, chat in the terminal."
-    from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl, chat_tuned   # lazy: only this script decodes
+    from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl   # lazy: only this script decodes
+    from astrai_nb.hf import chat_tuned
     c = config_from(GenerateConfig, settings)
     params = config_from(SamplingParams, dict(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_k=c.top_k,
                                               top_p=c.top_p, repetition_penalty=c.repetition_penalty, seed=c.seed))
@@ -297,7 +298,7 @@ def generate_cli(argv:list[str]|None=None) -> int|None:
 # %% ../nbs/50_cli.ipynb #904e5771
 def serve_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_serve`."
-    from astrai_nb.server import ServeConfig, serve   # lazy: FastAPI and uvicorn load only for this script (see 90_layout)
+    from astrai_nb.serve import ServeConfig, serve    # lazy: FastAPI and uvicorn load only for this script (see 90_layout)
     parser = config_parser(ServeConfig, 'astrai_nb_serve', 'Serve a model: an OpenAI-compatible API under /v1 and a chat page at /.')
     return run_script('astrai_nb_serve', lambda: serve(config_from(ServeConfig, _settings(parser, argv))))
 

@@ -26,7 +26,7 @@ __all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_
            'adapters_disabled', 'adapters_from', 'merge_lora', 'unmerge_lora', 'lora_shapes', 'lora_num_params',
            'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'describe_base',
            'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'LoRAPart',
-           'peft_state_dict', 'peft_config', 'export_peft', 'export_lora']
+           'peft_state_dict', 'peft_config', 'export_peft']
 
 # %% ../nbs/35_lora.ipynb #7587339d
 # --lora_targets name -> the linear layer inside each DecoderBlock, and its name in Hugging Face's Llama (peft's target_modules)
@@ -424,32 +424,3 @@ def export_peft(model:nn.Module, info:dict, out_dir, base_dir, dtype:torch.dtype
     make_ordinary(out_dir / 'adapter_model.safetensors')   # safetensors makes it private (0600): ordinary, like the config
     (out_dir / 'adapter_config.json').write_text(json.dumps(peft_config(info, str(Path(base_dir).resolve())), indent=2) + '\n')
     return out_dir
-
-# %% ../nbs/35_lora.ipynb #db4db5d7
-def export_lora(param_path,                   # a LoRA checkpoint step directory
-                out,                          # the directory to write: absent or empty
-                merge:bool=False,             # write the merged weights as one Hugging Face directory
-                peft:bool=False,              # write out/base (Hugging Face) and out/adapter (peft's format)
-                dtype:str|None=None,          # dtype of the written weights ('bfloat16', ...); None: as stored
-                tokenizer=None                # a directory holding the tokenizer, for a checkpoint without one
-               ) -> Path:
-    "Export a LoRA checkpoint: merged weights that plain transformers loads, or the base plus the adapters in `peft`'s format."
-    from astrai_nb.hf import export_hf            # lazy: only exporting needs 41_hf
-    param_path, out = Path(param_path), Path(out)
-    info = lora_meta(param_path)
-    if info is None: raise ValueError(f"--merge and --peft export LoRA checkpoints (trained with --lora_rank); {param_path} holds "
-                                      "whole weights: export it without them")
-    if merge == peft: raise ValueError(f"{param_path} is a LoRA checkpoint: it holds only adapters over the base "
-                                       f"{describe_base(info['base'])}; pass --merge (merged weights, one Hugging Face directory) "
-                                       "or --peft (the base and the adapters in peft's format), one of them")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"out {out} exists and is not empty: choose a new directory, or empty this one first")
-    lora, ck = load_lora_model(param_path)
-    tok = _tokenizer(param_path, ck, tokenizer)
-    dt = getattr(torch, dtype) if dtype else None
-    source = {'checkpoint': param_path.name, 'iteration': ck.iteration, 'tokenizer_hash': tok.hash,
-              'lora': 'merged' if merge else 'base'}
-    if merge: return export_hf(plain_model(lora), out, dt, tokenizer=tok, overwrite=True, source=source)
-    export_hf(plain_model(lora, merged=False), out / 'base', dt, tokenizer=tok, source=source)
-    export_peft(lora, info, out / 'adapter', out / 'base', dt)
-    return out

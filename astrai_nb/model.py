@@ -4,7 +4,8 @@
 
 # %% ../nbs/13_model.ipynb #806627f5
 from __future__ import annotations
-import math, time
+import math, os, re, time
+from pathlib import Path
 from typing import Callable
 import torch
 import torch.nn as nn
@@ -16,7 +17,7 @@ from .attention import Attention, KVCache, row_causal_mask
 
 # %% auto #0
 __all__ = ['RMSNorm', 'make_norm', 'FeedForward', 'DecoderBlock', 'Transformer', 'param_counts', 'num_params', 'flops_per_token',
-           'synchronize', 'measure_peak_flops']
+           'synchronize', 'measure_peak_flops', 'available_memory']
 
 # %% ../nbs/13_model.ipynb #2b925ac1
 class RMSNorm(nn.Module):
@@ -196,3 +197,17 @@ def measure_peak_flops(n:int=2048,                    # matrix size: one n×n×n
         synchronize(device)
         best = min(best, time.perf_counter() - t0)
     return 2 * n**3 / best
+
+# %% ../nbs/13_model.ipynb #f9f58369
+def _read(path) -> str|None:
+    try: return Path(path).read_text()
+    except OSError: return None
+
+def available_memory(device:torch.device) -> int:
+    "Bytes free for this process on `device`: CUDA's free memory, or the RAM the kernel (and the cgroup, if limited) leaves available."
+    if device.type == 'cuda': return torch.cuda.mem_get_info(device)[0]
+    m = re.search(r'MemAvailable:\s+(\d+) kB', _read('/proc/meminfo') or '')
+    avail = int(m.group(1)) * 1024 if m else os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
+    limit, used = _read('/sys/fs/cgroup/memory.max'), _read('/sys/fs/cgroup/memory.current')
+    if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
+    return avail
