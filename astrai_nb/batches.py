@@ -13,7 +13,7 @@ import hashlib, json
 from .config import TrainConfig, DataMix
 from .prepare import POST_KINDS, DATA_KINDS, check_prepared, read_post_rows
 from .examples import (
-    IGNORE_INDEX, PretrainDataset, SFTDataset, DPODataset, PromptDataset, _positive_int)
+    IGNORE_INDEX, PretrainDataset, _positive_int)
 
 # %% auto #0
 __all__ = ['PAD_VALUES', 'Collator', 'PackedDataset', 'load_pretrain_data', 'load_post_data', 'collator_for', 'data_info',

@@ -18,7 +18,7 @@ from fastcore.script import call_parse, store_true
 from .config import ModelConfig
 from .model import Transformer, flops_per_token, measure_peak_flops, num_params, synchronize
 from .tokenizer import train_tokenizer
-from .prepare import builtin_documents
+from .corpus import builtin_documents
 from .checkpoint import Checkpoint
 from .generate import Generator, SamplingParams, swapped_forwards
 from .hf import hf_config, hf_key_map, hf_state_dict

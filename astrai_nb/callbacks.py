@@ -20,8 +20,9 @@ from .evaluate import evaluate_loss, load_task_rows, task_accuracy
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
-           'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger',
-           'ProgressBar', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
+           'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'read_metrics', 'plot_metrics', 'ce_key',
+           'tensorboard_scalars', 'TensorBoardLogger', 'ProgressBar', 'CheckpointSaver', 'SourceTokens',
+           'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -203,6 +204,35 @@ class MetricLogger(Callback):
         if (row := self.row(ctx)) is not None: self.file.write(json.dumps(row) + '\n'); self.file.flush()
 
     def on_train_end(self, ctx): self.file.close()
+
+# %% ../nbs/30_callbacks.ipynb #0da8121f
+def read_metrics(path) -> list[dict]:
+    "The rows of a run's metrics.jsonl (`path`: the file or the ckpt_dir holding it)."
+    path = Path(path)
+    if path.is_dir(): path = path / 'metrics.jsonl'
+    if not path.exists(): raise FileNotFoundError(f"no metrics file at {path}: pass the ckpt_dir of a run")
+    return MetricLogger.read_rows(path)                      # a row torn by a kill is dropped
+
+def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or rows from `read_metrics`
+                 baseline:float|None=None, # draw a horizontal reference line, e.g. log(vocab_size)
+                 ax=None):
+    "Plot the training loss (window means) and validation loss of a run against the step, and the task accuracy when it was evaluated."
+    import matplotlib.pyplot as plt
+    rows = run if isinstance(run, list) else read_metrics(run)
+    if ax is None: _, ax = plt.subplots(figsize=(6.5, 3.5))
+    tr, va = [r for r in rows if 'loss' in r], [r for r in rows if 'val_loss' in r]
+    ax.plot([r['step'] for r in tr], [r['loss'] for r in tr], label='train loss')
+    if va: ax.plot([r['step'] for r in va], [r['val_loss'] for r in va], 'o-', label='validation loss')
+    if baseline is not None: ax.axhline(baseline, color='gray', ls='--', lw=1, label='uniform guess')
+    ax.set(xlabel='optimizer step', ylabel='loss (nats/token)')
+    handles, labels = ax.get_legend_handles_labels()
+    if ev := [r for r in rows if 'eval_accuracy' in r]:                 # on its own axis, at the right
+        acc = ax.twinx()
+        acc.plot([r['step'] for r in ev], [r['eval_accuracy'] for r in ev], 's-', color='C2', label='task accuracy')
+        acc.set(ylabel='task accuracy (exact match)', ylim=(-0.02, 1.02))
+        h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
+    ax.legend(handles, labels)
+    return ax
 
 # %% ../nbs/30_callbacks.ipynb #a07babdb
 # metrics.jsonl key -> TensorBoard name, grouped into panels by the prefix (OLMo's names where it has them)

@@ -6,18 +6,21 @@
 from __future__ import annotations
 import errno, fcntl, json, os, pickle, re, shutil, socket, sys, time, hashlib, warnings
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 import torch
 from torch import Tensor
 from safetensors.torch import save_file, load_file
 from safetensors import safe_open, SafetensorError
 from fastcore.basics import patch
+from .config import ModelConfig
 from .durable import make_ordinary, fsync_file, fsync_dir, write_json, swap_in, free_space, check_room
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'CheckpointError', 'Checkpoint', 'step_dir', 'list_checkpoints',
-           'existing_checkpoints', 'check_checkpoint', 'latest_checkpoint', 'prune_checkpoints', 'weights_sha256',
-           'weight_reader', 'checkpoint_weights', 'read_weights', 'RunLock']
+__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'CheckpointError',
+           'Checkpoint', 'step_dir', 'list_checkpoints', 'existing_checkpoints', 'check_checkpoint',
+           'latest_checkpoint', 'prune_checkpoints', 'weights_sha256', 'weight_reader', 'checkpoint_weights',
+           'read_weights', 'RunLock', 'check_fits']
 
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
@@ -406,3 +409,45 @@ class RunLock:
 
     def __enter__(self): return self.acquire()
     def __exit__(self, *exc): self.release()
+
+# %% ../nbs/31_checkpoint.ipynb #2d5bf93a
+TOKENIZER_FIELDS = ('vocab_size', 'tokenizer_hash')
+# compared in this order: the first difference is the one named
+DATA_FIELDS = ('kind',) + TOKENIZER_FIELDS + ('data_hash',)
+
+def _mismatch(what:str, path, field:str, saved, now, advice:str) -> ValueError:
+    return ValueError(f"{what} {path}: {field} differs (checkpoint: {saved}; this run: {now}); {advice}")
+
+def _trained_with(path:Path) -> str:
+    "The model flag of the run that wrote a checkpoint, from its train_config.json."
+    try: tc = json.loads((path / 'train_config.json').read_text())
+    except (OSError, ValueError): return 'the same --model or --model_config'
+    return f"--model_config {tc['model_config']}" if tc.get('model_config') else f"--model {tc.get('model')}"
+
+def check_fits(path,                                  # a checkpoint step directory
+               model_config:ModelConfig|None,         # the model this run would build; None: not compared
+               data:dict|None,                        # this run's `data_info`; None: not compared
+               data_fields:tuple=DATA_FIELDS,         # which entries of the data info must match
+               what:str='cannot resume from'):        # how the message starts
+    "Raise a `ValueError` naming the first field in which the data or model of this run differ from those checkpoint `path` was trained with."
+    path = Path(path)
+    meta = check_checkpoint(path, hashes=False)
+    saved = meta.get('data')
+    for k in (data_fields if data is not None and isinstance(saved, dict) else ()):
+        a, b = saved.get(k), data.get(k)
+        if a is None or b is None or a == b: continue
+        short = (lambda h: h[:12] + '…') if k.endswith('hash') else (lambda v: v)
+        advice = (f"train on the data it was trained on ({saved.get('path')}), or prepare this data with "
+                  f"--tokenizer {saved.get('path')}/tokenizer.json" if k in TOKENIZER_FIELDS else
+                  f"resume with the data it was trained on ({saved.get('path')}), or start a new run "
+                  "from these weights "
+                  f"with --param_path {path}")
+        raise _mismatch(what, path, f"the data's {k}", short(a), short(b), advice)
+    if model_config is not None:
+        saved = ModelConfig.load(path / 'config.json')
+        diff = [f.name for f in fields(ModelConfig) if getattr(saved, f.name) != getattr(model_config, f.name)]
+        if diff:
+            k = diff[0]
+            raise _mismatch(what, path, f"the model's {k}", getattr(saved, k), getattr(model_config, k),
+                            f"{len(diff)} field(s) differ ({', '.join(diff)}); pass the model of the "
+                            f"run that wrote it ({_trained_with(path)})")

@@ -256,14 +256,14 @@ def _load_model(c,                        # a script's settings: param_path, dty
                 max_seq_len:int|None=None # their positions (None: the model's)
                ) -> tuple:
     "The model and tokenizer at `c.param_path`, and the device; `--device` and the memory needed checked first, each a one-line error."
-    from astrai_nb.hf import load_for_generation                        # lazy: only the scripts that decode need it
+    from astrai_nb.serve import load_for_generation                        # lazy: only the scripts that decode need it
     _need_param_path(c)
     return load_for_generation(c.param_path, c.dtype, c.device, c.tokenizer, max_batch, max_seq_len)   # a LoRA checkpoint: base + adapters
 
 def generate(**settings) -> int|None:
     "Continue `--prompt` from the model at `--param_path`, printing it and then the text as it comes; without a prompt, chat in the terminal."
     from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl   # lazy: only this script decodes
-    from astrai_nb.hf import chat_tuned
+    from astrai_nb.serve import chat_tuned
     c = config_from(GenerateConfig, settings)
     params = config_from(SamplingParams, dict(max_new_tokens=c.max_new_tokens, temperature=c.temperature, top_k=c.top_k,
                                               top_p=c.top_p, repetition_penalty=c.repetition_penalty, seed=c.seed))

@@ -11,7 +11,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 from .config import Config
-from .prepare import read_jsonl, prompt_messages
+from .corpus import read_jsonl
+from .prepare import prompt_messages
 from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy
 from .generate import Generator, SamplingParams

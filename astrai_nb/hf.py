@@ -15,17 +15,15 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
-from .generate import _gb, check_fits, free_memory, inference_memory, pick_device
 from .durable import current_umask
-from .strategy import StrategyFactory, check_language_model
+from .strategy import check_language_model
 from .checkpoint import (META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints,
-                                  weight_reader, read_weights)
+                                  weight_reader)
 
 # %% auto #0
 __all__ = ['EXPORT_FILES', 'EXPORT_KEY', 'hf_architecture', 'hf_config', 'config_from_hf', 'hf_key_map', 'hf_state_dict',
            'hf_token_ids', 'export_hf', 'load_hf_state_dict', 'state_dict_from_hf', 'import_hf', 'hf_weights',
-           'load_checkpoint_weights', 'load_pretrained', 'model_config_at', 'check_inference_memory',
-           'load_for_generation', 'chat_tuned', 'export_checkpoint', 'ExportConfig', 'export_lora']
+           'load_checkpoint_weights', 'load_pretrained', 'export_checkpoint', 'ExportConfig', 'export_lora']
 
 # %% ../nbs/41_hf.ipynb #d16ff34f
 def hf_architecture(cfg:ModelConfig) -> str:
@@ -435,58 +433,6 @@ def load_pretrained(path:str|Path,                            # a checkpoint ste
     model = import_hf(path, dtype, device)
     _check_vocab(tok, model.cfg, tokenizer or path)
     return model, tok
-
-# %% ../nbs/41_hf.ipynb #81cb08ff
-def model_config_at(path) -> ModelConfig|None:
-    "The model config of a checkpoint step directory or a Hugging Face directory, read without its weights (None if none reads)."
-    path = Path(path)
-    try:
-        if (path/'meta.json').exists(): return ModelConfig.load(path/'config.json')
-        return config_from_hf(json.loads((path/'config.json').read_text()))
-    except (OSError, ValueError, TypeError, KeyError): return None   # loading the model will say what is wrong
-
-# %% ../nbs/41_hf.ipynb #7b63ebee
-def check_inference_memory(path,                        # a checkpoint step directory or a Hugging Face directory
-                           dtype:torch.dtype,           # the weights' dtype when loaded
-                           device:torch.device,         # where they go
-                           max_batch:int=1,             # the engine's rows (--max_batch)
-                           max_seq_len:int|None=None):  # its positions per row (--max_seq_len; None: the model's)
-    "Before loading: a `ValueError` with the sizes and the flag to change when the model at `path` and its engine cannot fit."
-    if (cfg := model_config_at(path)) is None: return
-    if max_seq_len is not None and max_seq_len > cfg.max_seq_len:
-        raise ValueError(f"--max_seq_len {max_seq_len} is more than the model's max_seq_len, {cfg.max_seq_len}: give at most that")
-    parts, have = inference_memory(cfg, max_batch, max_seq_len, dtype), free_memory(device)
-    if parts['weights'] + parts['RoPE tables'] <= have: fix = "lower --max_seq_len" + (" or --max_batch" if max_batch > 1 else '')
-    elif parts['RoPE tables'] > parts['weights']:          # no flag shortens them: the config is wrong
-        fix = f"its config.json says max_seq_len {cfg.max_seq_len:,}, and the tables are built that long when it loads: correct config.json"
-    else: fix = "use --dtype bfloat16 (half the bytes) or a machine with more memory"
-    sizes = ', '.join(f'{k} {_gb(v)}' for k, v in parts.items())
-    check_fits(sum(parts.values()), device, f"--param_path {path} ({sizes}) would", fix, have)
-
-def load_for_generation(path,                        # a checkpoint step directory or a Hugging Face directory
-                        dtype:str='float32',         # the weights' dtype
-                        device:str|None=None,        # --device (None: cuda if there is one)
-                        tokenizer=None,              # a directory holding tokenizer.json, for a model without one
-                        max_batch:int=1,             # the engine's rows, for the memory check
-                        max_seq_len:int|None=None    # its positions per row (None: the model's)
-                       ) -> tuple[Transformer, TextTokenizer, torch.device]:
-    "The model and tokenizer at `path` and the device, after checking the device and that they and their engine fit its memory."
-    device, dt = pick_device(device), getattr(torch, str(dtype), None)
-    check_inference_memory(path, dt if isinstance(dt, torch.dtype) else torch.float32, device, max_batch, max_seq_len)
-    return (*load_pretrained(path, dtype, device, tokenizer), device)
-
-# %% ../nbs/41_hf.ipynb #04a2bdd2
-def chat_tuned(path,            # a checkpoint step directory or a Hugging Face directory
-               depth:int=8      # how many param_path links to follow back
-              ) -> bool|None:
-    "True if the model at `path` was fine-tuned on chat data, False if it was only pretrained, None if nothing says."
-    try: tc = json.loads((Path(path)/'train_config.json').read_text())
-    except (OSError, ValueError): return None
-    strategy = StrategyFactory.registry.get(tc.get('train_type')) if isinstance(tc, dict) else None
-    if strategy is None: return None
-    if strategy.data_kind != 'pretrain': return True
-    if (base := tc.get('param_path')) is None: return False
-    return chat_tuned(base, depth - 1) if depth > 0 else None
 
 # %% ../nbs/41_hf.ipynb #0235c9e9
 def _replaceable(out:Path) -> bool:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/35_lora.ipynb #e259fc72
 from __future__ import annotations
-import json, math, os, shutil, sys, tempfile
+import json, math, sys
 from contextlib import contextmanager
 from pathlib import Path
 import torch
@@ -18,7 +18,7 @@ from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, wei
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
 from .durable import make_ordinary
-from .trainer import RunPart, run_part, load_initial_weights, training_memory, memory_needs
+from .trainer import RunPart, run_part, load_initial_weights, memory_needs
 
 # %% auto #0
 __all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_lora_rank', 'lora_layers', 'apply_lora',

@@ -12,9 +12,8 @@ from fastcore.basics import patch
 from .config import TrainConfig
 from .model import num_params
 from .strategy import StrategyFactory
-from .checkpoint import Checkpoint, check_checkpoint, weights_sha256
-from .trainer import (RunPart, run_part, TrainContext, TrainContextBuilder, load_initial_weights, check_fits,
-                               TOKENIZER_FIELDS)
+from .checkpoint import Checkpoint, check_checkpoint, weights_sha256, check_fits, TOKENIZER_FIELDS
+from .trainer import RunPart, run_part, TrainContext, load_initial_weights
 from .batches import load_mix
 
 # %% auto #0

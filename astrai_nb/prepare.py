@@ -14,14 +14,12 @@ import numpy as np
 from fastcore.basics import patch
 from tqdm import tqdm
 from .config import Config
-from .durable import current_umask, make_ordinary, write_json, fsync_dir, swap_in, NoSpaceError, disk_full, room_for
+from .durable import make_ordinary, write_json, fsync_dir, swap_in, NoSpaceError, disk_full, room_for
 from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 from .corpus import (SHARD_DTYPES, PIECE_CHARS, WHOLE_CHARS, BATCH_CHARS, builtin_corpus_files, iter_jsonl,
     input_format, read_documents, split_document, document_pieces, encode_pieces, token_dtype, val_flags,
     write_token_shards, _check_exists, _utf8_problem, _utf8_len, _scan, _text_reads, _split_tail, _tail_start, _cuttable)
 # the names that `evaluate`, `server`, `cli` and some notebooks import from here, from before `01a_corpus` held them
-from .corpus import read_jsonl, write_jsonl, builtin_documents, read_text_file, tokenize_documents
-_umask = current_umask   # its old name here: `hf` and `lora` import it from this module
 
 # %% auto #0
 __all__ = ['DATA_KINDS', 'POST_KINDS', 'KINDS', 'DATA_FORMAT', 'DATA_VERSION', 'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES',

@@ -10,7 +10,7 @@ from torch import Tensor
 from torch.utils.data import Sampler
 from pathlib import Path
 from fastcore.basics import patch, store_attr
-from .config import DataMix, parse_data_mix, source_names   # the mixture as parsed (`00_config`); the last two for `trainer`
+from .config import DataMix   # the mixture as parsed (`00_config`)
 
 # %% auto #0
 __all__ = ['epoch_permutation', 'remaining_positions', 'rank_positions', 'ResumableDistributedSampler', 'mixture_draws',

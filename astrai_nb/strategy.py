@@ -4,7 +4,6 @@
 
 # %% ../nbs/23_strategy.ipynb #0e68cb92
 from __future__ import annotations
-import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -4,7 +4,7 @@
 
 # %% ../nbs/34_trainer.ipynb #578c838b
 from __future__ import annotations
-import copy, fcntl, hashlib, json, math, os, random, re, shutil, signal, socket, sys, time, warnings
+import math, random, shutil, signal, sys, warnings
 from types import SimpleNamespace
 from dataclasses import fields
 from dataclasses import dataclass, field
@@ -17,7 +17,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
 from .config import ModelConfig, TrainConfig, DataMix, PRESETS
-from .model import Transformer, num_params
+from .model import Transformer, num_params, available_memory
 from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler
@@ -26,17 +26,17 @@ from .batches import run_data_info, load_datasets
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints, existing_checkpoints, read_weights, RunLock)
+                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
                                  RewardFailures, SourceTokens)
+from .callbacks import read_metrics, plot_metrics   # where they were first: `from astrai_nb.trainer import plot_metrics` works on
 
 # %% auto #0
-__all__ = ['RUN_PARTS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything',
-           'dist_world_size', 'resolve_device', 'resolve_dtype', 'TrainContext', 'Trainer', 'RunPart', 'run_part',
-           'parts_for', 'TrainContextBuilder', 'check_param_path', 'load_initial_weights', 'check_fits',
-           'available_memory', 'memory_needs', 'training_memory', 'check_memory', 'split_global_batch', 'trainer_state',
-           'read_metrics', 'plot_metrics']
+__all__ = ['RUN_PARTS', 'RUN_FILES', 'rng_state', 'set_rng_state', 'seed_everything', 'dist_world_size', 'resolve_device',
+           'resolve_dtype', 'TrainContext', 'Trainer', 'RunPart', 'run_part', 'parts_for', 'TrainContextBuilder',
+           'check_param_path', 'load_initial_weights', 'memory_needs', 'training_memory', 'check_memory',
+           'split_global_batch', 'trainer_state']
 
 # %% ../nbs/34_trainer.ipynb #3f6e9eab
 def rng_state() -> dict:
@@ -411,6 +411,11 @@ def partial_checkpoints(self:TrainContextBuilder) -> bool:
 def setup(self:TrainContextBuilder):
     "The strategy, the run's parts, the seed, the executor, the device and the compute precision."
     c = self.config
+    default = {f.name: f.default for f in fields(c)}
+    for name, module in type(c).owners.items():           # a setting whose part was never imported would be ignored
+        if getattr(c, name) != default[name] and module not in sys.modules:
+            raise ValueError(f"--{name} {getattr(c, name)} is read by a part of the run that {module} defines, which is not imported: "
+                             f"import {module} (astrai_nb_train does)")
     self.strategy = StrategyFactory.create(c.train_type, c)
     self.parts = sorted(parts_for(c) if self.parts is None else self.parts, key=attrgetter('order'))
     # what parts build: a frozen reference, or a view of the model that can serve as one; a second data stage
@@ -446,62 +451,7 @@ def load_initial_weights(model:Transformer, path):
     # a reward model started from a language model: the head keeps its initialisation (zero)
     model.load_state_dict(sd, strict=not (want - have == {REWARD_HEAD} and have <= want))
 
-# %% ../nbs/34_trainer.ipynb #2d5bf93a
-TOKENIZER_FIELDS = ('vocab_size', 'tokenizer_hash')
-# compared in this order: the first difference is the one named
-DATA_FIELDS = ('kind',) + TOKENIZER_FIELDS + ('data_hash',)
-
-def _mismatch(what:str, path, field:str, saved, now, advice:str) -> ValueError:
-    return ValueError(f"{what} {path}: {field} differs (checkpoint: {saved}; this run: {now}); {advice}")
-
-def _trained_with(path:Path) -> str:
-    "The model flag of the run that wrote a checkpoint, from its train_config.json."
-    try: tc = json.loads((path / 'train_config.json').read_text())
-    except (OSError, ValueError): return 'the same --model or --model_config'
-    return f"--model_config {tc['model_config']}" if tc.get('model_config') else f"--model {tc.get('model')}"
-
-def check_fits(path,                                  # a checkpoint step directory
-               model_config:ModelConfig|None,         # the model this run would build; None: not compared
-               data:dict|None,                        # this run's `data_info`; None: not compared
-               data_fields:tuple=DATA_FIELDS,         # which entries of the data info must match
-               what:str='cannot resume from'):        # how the message starts
-    "Raise a `ValueError` naming the first field in which the data or model of this run differ from those checkpoint `path` was trained with."
-    path = Path(path)
-    meta = check_checkpoint(path, hashes=False)
-    saved = meta.get('data')
-    for k in (data_fields if data is not None and isinstance(saved, dict) else ()):
-        a, b = saved.get(k), data.get(k)
-        if a is None or b is None or a == b: continue
-        short = (lambda h: h[:12] + '…') if k.endswith('hash') else (lambda v: v)
-        advice = (f"train on the data it was trained on ({saved.get('path')}), or prepare this data with "
-                  f"--tokenizer {saved.get('path')}/tokenizer.json" if k in TOKENIZER_FIELDS else
-                  f"resume with the data it was trained on ({saved.get('path')}), or start a new run "
-                  "from these weights "
-                  f"with --param_path {path}")
-        raise _mismatch(what, path, f"the data's {k}", short(a), short(b), advice)
-    if model_config is not None:
-        saved = ModelConfig.load(path / 'config.json')
-        diff = [f.name for f in fields(ModelConfig) if getattr(saved, f.name) != getattr(model_config, f.name)]
-        if diff:
-            k = diff[0]
-            raise _mismatch(what, path, f"the model's {k}", getattr(saved, k), getattr(model_config, k),
-                            f"{len(diff)} field(s) differ ({', '.join(diff)}); pass the model of the "
-                            f"run that wrote it ({_trained_with(path)})")
-
 # %% ../nbs/34_trainer.ipynb #ddf73a70
-def _read(path) -> str|None:
-    try: return Path(path).read_text()
-    except OSError: return None
-
-def available_memory(device:torch.device) -> int:
-    "Bytes free for this process on `device`: CUDA's free memory, or the RAM the kernel (and the cgroup, if limited) leaves available."
-    if device.type == 'cuda': return torch.cuda.mem_get_info(device)[0]
-    m = re.search(r'MemAvailable:\s+(\d+) kB', _read('/proc/meminfo') or '')
-    avail = int(m.group(1)) * 1024 if m else os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE')
-    limit, used = _read('/sys/fs/cgroup/memory.max'), _read('/sys/fs/cgroup/memory.current')
-    if limit and used and limit.strip() != 'max': avail = min(avail, int(limit) - int(used))
-    return avail
-
 def memory_needs(cfg:ModelConfig, parallel_mode:str='none', world_size:int=1, reference:bool=False,
                  adapters:int=0) -> dict[str, int]:   # parameters added beside frozen weights (adapters): only they train
     "Bytes one rank needs at least, by what they hold: the fp32 weights, the gradients and AdamW moments of what trains (sharded over the ranks by FSDP), a reference copy."
@@ -836,32 +786,3 @@ def claim_ckpt_dir(self:TrainContext) -> RunLock|None:
         raise err if err is not None else ValueError(f"rank 0 could not claim ckpt_dir {self.ckpt_dir} "
                                                      "(its message is above)")
     return lock
-
-# %% ../nbs/34_trainer.ipynb #0da8121f
-def read_metrics(path) -> list[dict]:
-    "The rows of a run's metrics.jsonl (`path`: the file or the ckpt_dir holding it)."
-    path = Path(path)
-    if path.is_dir(): path = path / 'metrics.jsonl'
-    if not path.exists(): raise FileNotFoundError(f"no metrics file at {path}: pass the ckpt_dir of a run")
-    return MetricLogger.read_rows(path)                      # a row torn by a kill is dropped
-
-def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or rows from `read_metrics`
-                 baseline:float|None=None, # draw a horizontal reference line, e.g. log(vocab_size)
-                 ax=None):
-    "Plot the training loss (window means) and validation loss of a run against the step, and the task accuracy when it was evaluated."
-    import matplotlib.pyplot as plt
-    rows = run if isinstance(run, list) else read_metrics(run)
-    if ax is None: _, ax = plt.subplots(figsize=(6.5, 3.5))
-    tr, va = [r for r in rows if 'loss' in r], [r for r in rows if 'val_loss' in r]
-    ax.plot([r['step'] for r in tr], [r['loss'] for r in tr], label='train loss')
-    if va: ax.plot([r['step'] for r in va], [r['val_loss'] for r in va], 'o-', label='validation loss')
-    if baseline is not None: ax.axhline(baseline, color='gray', ls='--', lw=1, label='uniform guess')
-    ax.set(xlabel='optimizer step', ylabel='loss (nats/token)')
-    handles, labels = ax.get_legend_handles_labels()
-    if ev := [r for r in rows if 'eval_accuracy' in r]:                 # on its own axis, at the right
-        acc = ax.twinx()
-        acc.plot([r['step'] for r in ev], [r['eval_accuracy'] for r in ev], 's-', color='C2', label='task accuracy')
-        acc.set(ylabel='task accuracy (exact match)', ylim=(-0.02, 1.02))
-        h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
-    ax.legend(handles, labels)
-    return ax
