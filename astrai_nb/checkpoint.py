@@ -347,9 +347,11 @@ WEIGHT_READERS: list[tuple[str, Callable, Callable]] = []   # (what, matches(pat
 
 def weight_reader(what:str,              # the kind of directory, for messages: 'a LoRA checkpoint'
                   matches:Callable):     # path -> whether the reader takes this directory
-    "Register the decorated `read(path) -> state dict` as the reader of the directories `matches` takes; later ones are asked first."
+    "Register the decorated `read(path) -> state dict` as the reader of the directories `matches` takes (in place of an earlier one for `what`); later ones are asked first."
     def register(read:Callable) -> Callable:
-        WEIGHT_READERS.insert(0, (what, matches, read))
+        old = [i for i, r in enumerate(WEIGHT_READERS) if r[0] == what]      # a cell run again: replaced where it was
+        if old: WEIGHT_READERS[old[0]] = (what, matches, read)
+        else: WEIGHT_READERS.insert(0, (what, matches, read))
         return read
     return register
 

@@ -354,8 +354,8 @@ class TrainConfig(Config):
 # %% ../nbs/00_config.ipynb #bcae6f8b
 TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
                        'nan_policy': NAN_POLICIES, 'kl_estimator': KL_ESTIMATORS}
-# settings that a part of a run defined in a later notebook reads, and the module that registers the part (`34_trainer`'s
-# `RunPart`): a run that sets one without that module imported is refused, instead of training without it
+# settings that a part of a run defined in a later notebook reads (`34_trainer`'s `RunPart`), and the module that registers
+# the part: a run that sets one while no registered part claims it is refused, instead of training without it
 TrainConfig.owners = {'lora_rank': 'astrai_nb.lora', 'ref_path': 'astrai_nb.posttrain', 'stage2_data_mix': 'astrai_nb.posttrain'}
 
 @patch

@@ -335,6 +335,7 @@ weight_reader('a LoRA checkpoint', lambda path: lora_meta(path) is not None)(che
 @run_part
 class LoRAPart(RunPart):
     "LoRA adapters over frozen starting weights, as a part of a run: checked, counted, added, saved alone, restored over their base."
+    settings = ('lora_rank', 'lora_alpha', 'lora_dropout', 'lora_targets')
     partial_checkpoints = shares_reference = True
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool: return bool(config.lora_rank)

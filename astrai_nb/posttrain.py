@@ -49,6 +49,7 @@ def check_reference(path, info:dict, train_type:str):
 class ReferencePart(RunPart):
     "The frozen reference model of a strategy that needs one: built from the starting weights or --ref_path, checked on resume, saved once synced."
     order = 5                                          # its sync comes before the checkpoint of the same step
+    settings = ('ref_path', 'sync_interval')
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool:
         return StrategyFactory.registry[config.train_type].needs_reference or config.ref_path is not None
@@ -135,6 +136,7 @@ def _stage2_seed(seed:int) -> int:
 class StageBoundary(RunPart):
     "kl's two stages: at the end of stage 1, copy the policy into the frozen snapshot and switch the strategy (and, with `stage2_data_mix`, the data) to stage 2."
     order = 5                                          # after the step's update, before its checkpoint
+    settings = ('stage1_steps', 'stage1_tokens', 'stage2_data_mix')
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool: return config.train_type == 'kl'
     def __init__(self, config:TrainConfig):

@@ -280,6 +280,7 @@ def update(self:Trainer):
 # %% ../nbs/34_trainer.ipynb #b8b7571a
 class RunPart(Callback):
     "What a run adds around the plain loop for one feature: a callback that also hears the builder (`b`) and the checkpoint."
+    settings: tuple = ()             # the TrainConfig fields it reads (a run that sets one with no part registered is refused)
     partial_checkpoints = False      # its checkpoints hold only what trains: a resume reads --param_path's weights too
     shares_reference = False         # it serves as the reference model without a second copy of the weights
     def __init__(self, config:TrainConfig): self.config = config
@@ -297,8 +298,9 @@ class RunPart(Callback):
 RUN_PARTS: list[type] = []
 
 def run_part(cls:type) -> type:
-    "Register a `RunPart` class, so that `parts_for` asks it whether a run wants it."
-    RUN_PARTS.append(cls); return cls
+    "Register a `RunPart` class, so that `parts_for` asks it whether a run wants it (in place of an earlier class of its name)."
+    RUN_PARTS[:] = [P for P in RUN_PARTS if P.__name__ != cls.__name__] + [cls]    # a cell run again registers once
+    return cls
 
 def parts_for(config:TrainConfig) -> list[RunPart]:
     "The parts a run of `config` wants, of those registered (by importing their modules)."
@@ -411,9 +413,9 @@ def partial_checkpoints(self:TrainContextBuilder) -> bool:
 def setup(self:TrainContextBuilder):
     "The strategy, the run's parts, the seed, the executor, the device and the compute precision."
     c = self.config
-    default = {f.name: f.default for f in fields(c)}
+    default, claimed = {f.name: f.default for f in fields(c)}, {s for P in RUN_PARTS for s in P.settings}
     for name, module in type(c).owners.items():           # a setting whose part was never imported would be ignored
-        if getattr(c, name) != default[name] and module not in sys.modules:
+        if getattr(c, name) != default[name] and name not in claimed:
             raise ValueError(f"--{name} {getattr(c, name)} is read by a part of the run that {module} defines, which is not imported: "
                              f"import {module} (astrai_nb_train does)")
     self.strategy = StrategyFactory.create(c.train_type, c)
