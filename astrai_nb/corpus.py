@@ -32,6 +32,7 @@ def builtin_corpus_root() -> Path:
     "This Python's standard-library directory: where the built-in corpus comes from."
     return Path(sysconfig.get_paths()['stdlib'])
 
+# %% ../nbs/01a_corpus.ipynb #7239e4ca
 _NOT_FILES = ((stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device'),
               (stat.S_ISFIFO, 'a pipe (FIFO)'), (stat.S_ISSOCK, 'a socket'))
 
@@ -65,6 +66,7 @@ def read_text_file(path) -> str:
     try: return data.decode('utf-8')
     except UnicodeDecodeError as e: raise _not_utf8(path, e, e.start) from None
 
+# %% ../nbs/01a_corpus.ipynb #380198eb
 def builtin_corpus_files(root=None,               # a folder to take *.py files from; default: the stdlib
                          skipped:list|None=None,  # if given, the files left out as not UTF-8 are appended
                         ) -> list[Path]:
@@ -108,6 +110,7 @@ def write_jsonl(path,      # the file to write (its directory must exist)
         raise
     return path
 
+# %% ../nbs/01a_corpus.ipynb #62546370
 MAX_LINE_BYTES = 2**26   # the longest JSON line read (64 MiB): a line is parsed whole
 
 def iter_jsonl(path,               # a JSON-lines file
@@ -196,6 +199,7 @@ def _parquet_texts(path:Path, text_key:str, rows:int=256) -> Iterator[str]:
         yield from col.to_pylist()
         done += len(col)
 
+# %% ../nbs/01a_corpus.ipynb #ddee34e8
 READ_BYTES = 2**20   # bytes read from a text file at a time
 _ASCII_SPACE = ' \t\n\r\x0b\x0c'   # what `bytes.strip` strips: a file of only these is empty
 
@@ -250,6 +254,7 @@ def _cut_at(reads:Iterable[str], sep:str) -> Iterator[tuple[str, bool]]:
             carry = rest[cut:]
         yield from piece(carry, True)
 
+# %% ../nbs/01a_corpus.ipynb #313247aa
 def _read_documents(files:Sequence[Path], text_key:str, sep:str|None) -> Iterator[tuple[str, bool]]:
     for f in files:
         fmt = input_format(f)
@@ -281,6 +286,7 @@ def whole_documents(files:Sequence, **kwargs) -> Iterator[str]:
         parts.append(text)
         if last: yield ''.join(parts); parts = []
 
+# %% ../nbs/01a_corpus.ipynb #681cb171
 def _scan(path:Path, text_key:str='text', sep:str|None=None) -> dict:
     "Read `path` through as `read_documents` does, checking it: its documents, their UTF-8 bytes, the longest's characters."
     docs = size = longest = n = 0
@@ -333,6 +339,7 @@ def _draws(n:int, seed:int, size:int) -> Iterator[np.ndarray]:
     rng = np.random.default_rng(seed)
     for start in range(0, n, size): yield rng.random(min(size, n - start))
 
+# %% ../nbs/01a_corpus.ipynb #a07ddb8c
 def _val_flags(n:int, f:float, seed:int, size:int) -> Iterator[np.ndarray]:
     lo, hi, any_val, all_val, pos = (2.0, -1), (-1.0, -1), False, True, 0
     for u in _draws(n, seed, size):                               # first pass: is a side empty? the extreme draws
@@ -358,6 +365,7 @@ def val_flags(n_docs:int,              # number of documents
     _check_split(n_docs, val_fraction)
     return _val_flags(int(n_docs), val_fraction, seed, size)
 
+# %% ../nbs/01a_corpus.ipynb #792a8ff8
 def split_documents(n_docs:int,              # number of documents
                     val_fraction:float=0.01, # expected fraction of documents held out for validation
                     seed:int=0,              # seed of the draws
@@ -431,6 +439,7 @@ def split_document(text:str, size:int=PIECE_CHARS) -> Iterator[str]:
     b = [0, *pretoken_cuts(text, size), len(text)]
     for i, j in zip(b[:-1], b[1:]): yield text[i:j]
 
+# %% ../nbs/01a_corpus.ipynb #6346469a
 def document_pieces(chunks:Iterable[tuple[str, bool]],  # documents as chunks (text, last), as `read_documents` gives
                     size:int|None=PIECE_CHARS,          # most characters per piece; None: each document whole
                    ) -> Iterator[tuple[str, bool]]:     # pieces (text, last piece of its document), in order
@@ -446,6 +455,7 @@ def document_pieces(chunks:Iterable[tuple[str, bool]],  # documents as chunks (t
             yield buf, True
             buf = ''
 
+# %% ../nbs/01a_corpus.ipynb #8690fa95
 def _cuttable(tok:TextTokenizer) -> bool:
     "Whether `pretoken_cuts` holds for `tok`: no normalizer, byte-level pre-tokenizer, only special tokens."
     b, pre = tok.backend, tok.backend.pre_tokenizer
@@ -486,6 +496,7 @@ def encode_pieces(tok:TextTokenizer,                 # the tokenizer
         while ahead: yield from done()
     finally: pool.shutdown(wait=True, cancel_futures=True)
 
+# %% ../nbs/01a_corpus.ipynb #79fb1659
 def encode_documents(tok:TextTokenizer,            # the tokenizer
                      texts:Iterable[str],          # documents
                      dtype=None,                   # of the ids; None: `token_dtype(tok.vocab_size)`
@@ -501,6 +512,7 @@ def encode_documents(tok:TextTokenizer,            # the tokenizer
         if last: docs.append(np.concatenate(parts)); parts = []
     return docs
 
+# %% ../nbs/01a_corpus.ipynb #f9f27eb2
 def tokenize_documents(docs:Iterable[str],      # documents, each a string
                        tok:TextTokenizer,       # the tokenizer
                        dtype=None,              # of the ids; None: `token_dtype(tok.vocab_size)`
