@@ -51,6 +51,7 @@ def _messages_problem(msgs) -> str|None:
         return "no assistant message: an SFT example needs something to learn"
     return None
 
+# %% ../nbs/02_prepare.ipynb #2ee87d2b
 def _keys_problem(row:dict, kind:str, keys:Sequence[str]) -> str|None:
     "What is wrong with the `keys` of a row of `kind` (each present, a string; an answer may be a number), or None."
     for k in keys:
@@ -61,6 +62,7 @@ def _keys_problem(row:dict, kind:str, keys:Sequence[str]) -> str|None:
         if p: return p
     return None
 
+# %% ../nbs/02_prepare.ipynb #ba275f50
 def sft_messages(row:Mapping) -> list[dict]:
     "The conversation of an SFT row: its `messages`, or a user turn (`prompt`) and a reply (`response`)."
     if 'messages' in row: return list(row['messages'])
@@ -264,6 +266,7 @@ def _check_corpus(c:PrepareConfig, P:str):
                          "JSON lines and parquet rows are documents already, and the built-in corpus is "
                          "one document per module")
 
+# %% ../nbs/02_prepare.ipynb #999aa3bb
 @patch
 def validate(self:PrepareConfig):
     "Check choices, ranges and combinations of the settings; raise an error that names the field."
@@ -313,6 +316,7 @@ def _commit(staging:Path, out:Path, meta:dict) -> Path|None:
     make_ordinary(staging)                               # mkdtemp made it private (0700)
     return swap_in(staging, out, staging.with_name(staging.name.replace('.prepare-', '.old-', 1)))
 
+# %% ../nbs/02_prepare.ipynb #9f0edd3f
 def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for short, `out`, and then...
                  *args, **kwargs,                        # ...the other fields, in order or by name
                 ) -> tuple[dict, dict]:                  # the meta.json written, and the seconds of each step
@@ -378,6 +382,7 @@ def _seconds(t:Sequence[float]) -> dict:
     "The seconds of each of `_STEPS`, from the clock at the start and at the end of each."
     return dict(zip(_STEPS, np.diff(t).tolist()))
 
+# %% ../nbs/02_prepare.ipynb #58894652
 def _sources(files:Sequence[Path]) -> list[dict]:
     return [{'path': str(f.resolve()), 'bytes': f.stat().st_size} for f in files]
 
@@ -390,6 +395,7 @@ def _meta_head(kind:str, tok:TextTokenizer, splits:Mapping) -> dict:
             'data_hash': data_hash(splits), 'vocab_size': tok.vocab_size, 'bos_id': tok.bos_id,
             'eos_id': tok.eos_id, 'pad_id': tok.pad_id}
 
+# %% ../nbs/02_prepare.ipynb #23b0adf6
 def _train_tokenizer(texts:Iterable[str], n:int, c:PrepareConfig, unit:str) -> TextTokenizer:
     "A tokenizer of `c.vocab_size` ids trained on `texts` cut at word boundaries; a bar over the `n` texts."
     with tqdm(total=n, desc='training tokenizer', unit=unit, disable=not c.progress) as bar:
@@ -405,6 +411,7 @@ def _given_tokenizer(c:PrepareConfig) -> TextTokenizer|None:
     token_dtype((c.vocab_size or 4096) if tok is None else tok.vocab_size, c.dtype)
     return tok
 
+# %% ../nbs/02_prepare.ipynb #392192ed
 def _scan_inputs(files:Sequence[Path], c:PrepareConfig) -> list[dict]:
     "Read every input through once, checking it (`_scan`): per file, its documents, bytes and longest document."
     with tqdm(total=len(files), desc='reading files', unit=' files', disable=not c.progress, delay=0.5) as bar:
@@ -416,6 +423,7 @@ def _scan_inputs(files:Sequence[Path], c:PrepareConfig) -> list[dict]:
         bar.refresh()
     return scans
 
+# %% ../nbs/02_prepare.ipynb #c6992c1b
 def _piece_size(tok:TextTokenizer, files:Sequence[Path], scans:Sequence[dict]) -> int|None:
     "`PIECE_CHARS` for a tokenizer that can be cut; None (documents whole) for one that cannot, if none is too long."
     if _cuttable(tok): return PIECE_CHARS
@@ -428,6 +436,7 @@ def _piece_size(tok:TextTokenizer, files:Sequence[Path], scans:Sequence[dict]) -
                              "or use a tokenizer that astrai_nb_prepare trained")
     return None
 
+# %% ../nbs/02_prepare.ipynb #6b880f8f
 def _shard_bytes(tok:TextTokenizer, chunks:Iterable[tuple[str, bool]], size:int|None, total:int, n_docs:int,
                  dt:np.dtype) -> int:
     "About the bytes of the shards: the tokens per byte of the first quarter batch of text, scaled to `total` bytes, and eos."
@@ -534,6 +543,7 @@ def _not_prepared(root:Path, why:str) -> FileNotFoundError:
 def _is_sha256(h) -> bool: return isinstance(h, str) and re.fullmatch('[0-9a-f]{64}', h) is not None
 def _is_int(v) -> bool: return isinstance(v, int) and not isinstance(v, bool)
 
+# %% ../nbs/02_prepare.ipynb #b42834c1
 _META_TYPES = {'kind': str, 'tokenizer_hash': str, 'vocab_size': int, 'bos_id': int, 'eos_id': int,
                'pad_id': int, 'splits': dict}
 _TYPE_NAMES = {int: 'an integer', str: 'a string', dict: 'an object'}
@@ -566,6 +576,7 @@ def _meta_problem(meta:dict) -> str|None:
     if h is not None and not _is_sha256(h): return f"'data_hash' must be a SHA-256 hex string, got {h!r}"
     return None
 
+# %% ../nbs/02_prepare.ipynb #22eb382e
 def _read_meta(root:Path) -> dict:
     "The meta.json of `root`, checked: written by astrai_nb_prepare, in a version this one reads, whole."
     if root.is_file(): raise _not_prepared(root, 'it is a file; give the directory that `astrai_nb_prepare --out` wrote')
@@ -591,6 +602,7 @@ def _read_meta(root:Path) -> dict:
     meta.setdefault('data_hash', None)
     return meta
 
+# %% ../nbs/02_prepare.ipynb #3cf690d0
 def _check_file(f:Path, s:Mapping, meta:Mapping):
     "Refuse a data file that is missing, or a shard whose size is not the one meta.json says."
     if not f.is_file(): raise _not_prepared(f.parent, f"{s['file']} is missing")
@@ -601,6 +613,7 @@ def _check_file(f:Path, s:Mapping, meta:Mapping):
                          f"{meta['dtype']} tokens ({want} bytes): the file is incomplete or was replaced; "
                          "prepare the directory again")
 
+# %% ../nbs/02_prepare.ipynb #018b1cfd
 def check_prepared(data_root_path,         # a directory written by `prepare_data` / astrai_nb_prepare
                    kind:str|None=None,     # the kind the caller needs; None: any
                   ) -> tuple[dict, TextTokenizer]:
