@@ -92,6 +92,7 @@ def existing_checkpoints(ckpt_dir, n:int=5) -> str:
     if not steps: return f"{ckpt_dir} holds no checkpoint"
     return f"{ckpt_dir} holds {', '.join(steps)}" if len(steps) <= n else f"{ckpt_dir} holds {len(steps)} checkpoints, the newest {', '.join(steps[-n:])}"
 
+# %% ../nbs/31_checkpoint.ipynb #7444cdb9
 def _tensor_bytes(obj) -> int:
     "Bytes of the tensors in `obj`, looking inside dicts, lists and tuples."
     if isinstance(obj, Tensor): return obj.nelement() * obj.element_size()
@@ -99,6 +100,7 @@ def _tensor_bytes(obj) -> int:
     if isinstance(obj, (list, tuple)): return sum(_tensor_bytes(v) for v in obj)
     return 0
 
+# %% ../nbs/31_checkpoint.ipynb #1542d089
 def _os_error(e:BaseException) -> OSError|None:
     "The operating-system error behind a failed write: `e` itself, the one `torch.save` ran into, or the errno in safetensors' message."
     while e is not None:
@@ -125,6 +127,7 @@ def _bytes_in(d:Path) -> int:
     try: return sum(f.stat().st_size for f in d.iterdir() if f.is_file())
     except OSError: return 0
 
+# %% ../nbs/31_checkpoint.ipynb #cdd787fa
 def _check_names(ck:Checkpoint):
     "Raise a `ValueError` for names that cannot become files of their own in the checkpoint (a programming error)."
     for name in ck.extra:
@@ -139,6 +142,7 @@ def _check_names(ck:Checkpoint):
         raise ValueError(f"meta keys {clash} are the checkpoint's own record in {META}; keep these "
                          "facts under other names")
 
+# %% ../nbs/31_checkpoint.ipynb #fa6356fb
 def _write_bytes(path:Path, data:bytes):
     "Write `data` and flush it to disk."
     with open(path, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
@@ -161,6 +165,7 @@ def _write_into(self:Checkpoint, tmp:Path, tensors:dict, aliases:dict):
                              'timestamp': time.time(), 'files': files, 'extra': sorted(self.extra),
                              'assets': sorted(self.assets), **self.meta}, ensure_ascii=True)
 
+# %% ../nbs/31_checkpoint.ipynb #991200cb
 def _swap_in(tmp:Path, final:Path):
     "Put `tmp` at `final` (a step saved before is swapped out and removed, or put back if that fails) and make it durable."
     old = swap_in(tmp, final, final.parent / f'.old_{final.name}_{time.time_ns()}')
@@ -228,6 +233,7 @@ def _check_meta(path:Path, meta) -> dict:
         raise bad(f"says iteration {meta['iteration']}, but the directory is {path.name}")
     return meta
 
+# %% ../nbs/31_checkpoint.ipynb #ae65323a
 def check_checkpoint(path,               # a step_<iteration> directory
                      hashes:bool=True    # also compare SHA-256 (reads every file); False: sizes only
                     ) -> dict:           # the parsed meta.json
@@ -276,6 +282,7 @@ def _load_extra(path:Path, name:str, map_location):
     except (RuntimeError, OSError, ValueError, EOFError) as e:
         raise CheckpointError(f"checkpoint {path}: {f.name} cannot be read ({_reason(e)})") from None
 
+# %% ../nbs/31_checkpoint.ipynb #6d7f7031
 @patch(cls_method=True)
 def load(cls:Checkpoint,
          path,                           # a step_<iteration> directory
@@ -426,6 +433,7 @@ def _trained_with(path:Path) -> str:
     except (OSError, ValueError): return 'the same --model or --model_config'
     return f"--model_config {tc['model_config']}" if tc.get('model_config') else f"--model {tc.get('model')}"
 
+# %% ../nbs/31_checkpoint.ipynb #16ef63f0
 def check_fits(path,                                  # a checkpoint step directory
                model_config:ModelConfig|None,         # the model this run would build; None: not compared
                data:dict|None,                        # this run's `data_info`; None: not compared
