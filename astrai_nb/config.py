@@ -35,6 +35,7 @@ def _check_type(owner:str, name:str, value, tp:str):
     else: ok = True
     if not ok: raise TypeError(f"{owner}.{name} must be {tp}, got {value!r} ({type(value).__name__})")
 
+# %% ../nbs/00_config.ipynb #2b95deab
 class Config:
     "Base of the library's dataclass configs: type checks, validation on construction, JSON round trip."
     choices = {}                      # field -> its allowed values: checked by `validate`, named in `--help`
@@ -62,23 +63,25 @@ class Config:
         if unknown: raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known fields: {sorted(known)}")
         return cls(**d)
 
-    def save(self, path) -> Path:
-        "Write the config as JSON to `path`."
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=2) + '\n')
-        return path
+# %% ../nbs/00_config.ipynb #ba344e01
+@patch
+def save(self:Config, path) -> Path:
+    "Write the config as JSON to `path`."
+    path = Path(path)
+    path.write_text(json.dumps(self.to_dict(), indent=2) + '\n')
+    return path
 
-    @classmethod
-    def load(cls, path):
-        "Read a config written by `save`."
-        path = Path(path)
-        if not path.exists(): raise FileNotFoundError(f"{cls.__name__} file {path} does not exist")
-        try: d = json.loads(path.read_text())
-        except json.JSONDecodeError as e: raise ValueError(f"{cls.__name__} file {path} is not valid "
-                                                           f"JSON: {e}") from None
-        if not isinstance(d, dict): raise ValueError(f"{cls.__name__} file {path} must hold a JSON "
-                                                     f"object, got {type(d).__name__}")
-        return cls.from_dict(d)
+@patch(cls_method=True)
+def load(cls:Config, path):
+    "Read a config written by `save`."
+    path = Path(path)
+    if not path.exists(): raise FileNotFoundError(f"{cls.__name__} file {path} does not exist")
+    try: d = json.loads(path.read_text())
+    except json.JSONDecodeError as e: raise ValueError(f"{cls.__name__} file {path} is not valid "
+                                                       f"JSON: {e}") from None
+    if not isinstance(d, dict): raise ValueError(f"{cls.__name__} file {path} must hold a JSON "
+                                                 f"object, got {type(d).__name__}")
+    return cls.from_dict(d)
 
 # %% ../nbs/00_config.ipynb #27a76aac
 NORM_TYPES = ('rmsnorm', 'layernorm')
@@ -117,31 +120,34 @@ class ModelConfig(Config):
         if self.n_kv_heads is None: self.n_kv_heads = self.n_heads
         super().__post_init__()
 
-    @property
-    def head_dim(self) -> int: return self.dim // self.n_heads
-
-    @property
-    def gated(self) -> bool:
-        "Whether the feed-forward layer is gated (SwiGLU: three matrices) rather than plain (two)."
-        return self.activation == 'swiglu'
-
-    @property
-    def ffn_hidden_dim(self) -> int:
-        "Width of the feed-forward layer: `hidden_dim`, else the width that gives 8·dim² weights (2/3·4·dim gated, 4·dim plain)."
-        if self.hidden_dim is not None: return self.hidden_dim
-        return _round_up(int(2 * 4 * self.dim / 3) if self.gated else 4 * self.dim, self.multiple_of)
-
-    @property
-    def padded_vocab_size(self) -> int:
-        "Rows of the embedding and output matrices."
-        return _round_up(self.vocab_size, self.pad_vocab_multiple)
-
-    def dropout_p(self, where:str) -> float:
-        "The dropout rate at `where`, 'embedding', 'attention' or 'residual': its own field, else `dropout`."
-        p = getattr(self, f'{where}_dropout')
-        return self.dropout if p is None else p
-
 ModelConfig.choices = {'norm_type': NORM_TYPES, 'activation': ACTIVATIONS, 'init_fn': INIT_FNS}
+
+# %% ../nbs/00_config.ipynb #73f46f6f
+@patch(as_prop=True)
+def head_dim(self:ModelConfig) -> int: return self.dim // self.n_heads
+
+@patch(as_prop=True)
+def gated(self:ModelConfig) -> bool:
+    "Whether the feed-forward layer is gated (SwiGLU: three matrices) rather than plain (two)."
+    return self.activation == 'swiglu'
+
+@patch(as_prop=True)
+def ffn_hidden_dim(self:ModelConfig) -> int:
+    "Width of the feed-forward layer: `hidden_dim`, else the width that gives 8·dim² weights (2/3·4·dim gated, 4·dim plain)."
+    if self.hidden_dim is not None: return self.hidden_dim
+    return _round_up(int(2 * 4 * self.dim / 3) if self.gated else 4 * self.dim, self.multiple_of)
+
+@patch(as_prop=True)
+def padded_vocab_size(self:ModelConfig) -> int:
+    "Rows of the embedding and output matrices."
+    return _round_up(self.vocab_size, self.pad_vocab_multiple)
+
+# %% ../nbs/00_config.ipynb #0920cd07
+@patch
+def dropout_p(self:ModelConfig, where:str) -> float:
+    "The dropout rate at `where`, 'embedding', 'attention' or 'residual': its own field, else `dropout`."
+    p = getattr(self, f'{where}_dropout')
+    return self.dropout if p is None else p
 
 # %% ../nbs/00_config.ipynb #2fc503e2
 @patch
@@ -358,6 +364,7 @@ TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS,
 # the part: a run that sets one while no registered part claims it is refused, instead of training without it
 TrainConfig.owners = {'lora_rank': 'astrai_nb.lora', 'ref_path': 'astrai_nb.posttrain', 'stage2_data_mix': 'astrai_nb.posttrain'}
 
+# %% ../nbs/00_config.ipynb #316b1a3d
 @patch
 def validate(self:TrainConfig):
     "Check ranges and choices; raise an error that names the bad field."
@@ -461,6 +468,7 @@ def validate(self:TrainConfig):
         raise ValueError(f"{T}.loss_chunk_size must be >= 0 (0: the whole logits at once), got {self.loss_chunk_size}")
     return self
 
+# %% ../nbs/00_config.ipynb #08984006
 @patch
 def _parsed(self:TrainConfig, name:str) -> DataMix|None:
     "The `DataMix` of the setting `name`, parsed once (again only if the setting was changed since)."
