@@ -8,7 +8,7 @@ import operator, random, re
 from collections import defaultdict
 from pathlib import Path
 from typing import Callable, NamedTuple
-from fastcore.basics import store_attr, ifnone
+from fastcore.basics import store_attr, ifnone, patch
 from .corpus import read_jsonl, write_jsonl
 
 # %% auto #0
@@ -72,41 +72,51 @@ class ArithmeticTask:
         return (f"ArithmeticTask(min_digits={self.min_digits}, max_digits={self.max_digits}, ops={''.join(self.ops)!r}, "
                 f"allow_negative={self.allow_negative}, template={self.template!r}, seed={self.seed})")
 
-    def _operand(self, rng:random.Random) -> int:
-        d = rng.randint(self.min_digits, self.max_digits)
-        return rng.randint(0 if d == 1 else 10**(d - 1), 10**d - 1)
+# %% ../nbs/04_tasks.ipynb #f9ff0d89
+@patch
+def _operand(self:ArithmeticTask, rng:random.Random) -> int:
+    d = rng.randint(self.min_digits, self.max_digits)
+    return rng.randint(0 if d == 1 else 10**(d - 1), 10**d - 1)
 
-    def sample(self, rng:random.Random) -> Problem:
-        "One problem drawn with `rng`."
-        op = rng.choice(self.ops)
-        a, b = self._operand(rng), self._operand(rng)
-        if op == '-' and not self.allow_negative and a < b: a, b = b, a
-        return Problem(a, op, b)
+@patch
+def sample(self:ArithmeticTask, rng:random.Random) -> Problem:
+    "One problem drawn with `rng`."
+    op = rng.choice(self.ops)
+    a, b = self._operand(rng), self._operand(rng)
+    if op == '-' and not self.allow_negative and a < b: a, b = b, a
+    return Problem(a, op, b)
 
-    def prompt(self, p:Problem) -> str: return self.template.format(a=p.a, op=p.op, b=p.b)
-    def answer(self, p:Problem) -> str: return str(p.result)
-    def row(self, p:Problem) -> dict: return {'prompt': self.prompt(p), 'answer': self.answer(p)}
+# %% ../nbs/04_tasks.ipynb #8cf56950
+@patch
+def prompt(self:ArithmeticTask, p:Problem) -> str: return self.template.format(a=p.a, op=p.op, b=p.b)
+@patch
+def answer(self:ArithmeticTask, p:Problem) -> str: return str(p.result)
+@patch
+def row(self:ArithmeticTask, p:Problem) -> dict: return {'prompt': self.prompt(p), 'answer': self.answer(p)}
 
-    def generate(self,
-                 n:int,                  # how many problems
-                 seed:int|None=None      # None: the task's `seed`
-                ) -> list[dict]:
-        "`n` problems as `{'prompt', 'answer'}` dicts, the same for the same seed."
-        rng = random.Random(ifnone(seed, self.seed))
-        return [self.row(self.sample(rng)) for _ in range(n)]
+@patch
+def generate(self:ArithmeticTask,
+             n:int,                  # how many problems
+             seed:int|None=None      # None: the task's `seed`
+            ) -> list[dict]:
+    "`n` problems as `{'prompt', 'answer'}` dicts, the same for the same seed."
+    rng = random.Random(ifnone(seed, self.seed))
+    return [self.row(self.sample(rng)) for _ in range(n)]
 
-    def parse_prompt(self, prompt:str) -> Problem:
-        "The `Problem` a prompt of this task's `template` was made from."
-        m = self._prompt_re.fullmatch(prompt)
-        if m is None: raise ValueError(f"prompt {prompt!r} does not match the task's template {self.template!r}")
-        return Problem(int(m['a']), m['op'], int(m['b']))
+# %% ../nbs/04_tasks.ipynb #9ef04720
+@patch
+def parse_prompt(self:ArithmeticTask, prompt:str) -> Problem:
+    "The `Problem` a prompt of this task's `template` was made from."
+    m = self._prompt_re.fullmatch(prompt)
+    if m is None: raise ValueError(f"prompt {prompt!r} does not match the task's template {self.template!r}")
+    return Problem(int(m['a']), m['op'], int(m['b']))
 
-    @property
-    def n_distinct(self) -> int:
-        "How many different prompts the task can produce."
-        n = sum(10 if d == 1 else 9 * 10**(d - 1) for d in range(self.min_digits, self.max_digits + 1))
-        per_op = {'+': n * n, '*': n * n, '-': n * n if self.allow_negative else n * (n + 1) // 2}
-        return sum(per_op[o] for o in set(self.ops))
+@patch(as_prop=True)
+def n_distinct(self:ArithmeticTask) -> int:
+    "How many different prompts the task can produce."
+    n = sum(10 if d == 1 else 9 * 10**(d - 1) for d in range(self.min_digits, self.max_digits + 1))
+    per_op = {'+': n * n, '*': n * n, '-': n * n if self.allow_negative else n * (n + 1) // 2}
+    return sum(per_op[o] for o in set(self.ops))
 
 # %% ../nbs/04_tasks.ipynb #df114fff
 _INT_RE = re.compile(r'[+-]?\d+')
@@ -147,6 +157,7 @@ def _carry_columns(x:int, y:int, op:str) -> list[int]:
         if c: cols.append(k)
     return cols
 
+# %% ../nbs/04_tasks.ipynb #5c525b78
 def plausible_mistake(p:Problem,               # the problem
                       rng:random.Random,       # where the randomness comes from
                       allow_negative:bool=False, # may the mistake be negative (when the correct answer is not)?
@@ -230,6 +241,7 @@ def _draw(task:ArithmeticTask, n:int, rng:random.Random, exclude:set=frozenset()
         out.append(p)
     return out
 
+# %% ../nbs/04_tasks.ipynb #9fa8e9a9
 def write_task_data(out_dir,                          # folder for sft.jsonl, dpo.jsonl, grpo.jsonl, eval.jsonl (created if missing)
                     n_sft:int=5000,                   # SFT examples
                     n_dpo:int=2000,                   # DPO pairs
