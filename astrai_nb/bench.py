@@ -81,6 +81,7 @@ def train_step(model:nn.Module,                     # the model to train
         return loss.detach()
     return step
 
+# %% ../nbs/41a_bench.ipynb #97bfcc8c
 def forward_ours(model, ids): return model(ids)
 def forward_hf(model, ids): return model(input_ids=ids, use_cache=False).logits
 
@@ -160,11 +161,13 @@ def _step_fns(cfg:ModelConfig, seq_len:int, batch_size:int, warmup:int, dtype:st
             for _ in range(max(warmup, 2)): fns[k]()
     return fns
 
+# %% ../nbs/41a_bench.ipynb #e1d3d7b8
 def _model_stats(ts:list[float], tokens:int, fpt:float, peak:float) -> dict:
     "Median step time, its spread, tokens/s and MFU of one model's step times."
     q1, med, q3 = statistics.quantiles(ts, n=4) if len(ts) > 1 else ts * 3
     return dict(step_times=ts, median_s=med, spread=(q3 - q1) / med, tokens_per_s=tokens / med, mfu=fpt * tokens / med / peak)
 
+# %% ../nbs/41a_bench.ipynb #6e1486b2
 def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is raised to `seq_len` if needed)
               seq_len:int=256,          # tokens per sequence
               batch_size:int=8,         # sequences per step
@@ -227,6 +230,7 @@ def format_report(res:dict) -> str:
                      f"HF {m['hf_compiled']['tokens_per_s'] / m['hf']['tokens_per_s']:.2f}x)")
     return '\n'.join(lines)
 
+# %% ../nbs/41a_bench.ipynb #f81bda00
 def plot_throughput(res:dict, ax=None):
     "Bar chart of tokens/s, ours vs HF, eager (and compiled), each step's rate as a dot."
     import matplotlib.pyplot as plt     # only drawing needs it: `astrai_nb_bench` prints
@@ -330,6 +334,7 @@ def hf_generate_fn(model:Transformer, prompts:Tensor, new_tokens:int):
         return out[:, prompts.shape[1]:].tolist()
     return run
 
+# %% ../nbs/41a_bench.ipynb #69373588
 @contextmanager
 def torch_threads(n:int|None):
     "PyTorch's CPU threads set to `n` inside the block (None: left as they are), restored after it."
@@ -356,6 +361,7 @@ def quiet_rounds(fns:dict,                  # name -> a function to time
         loads.append(log[-1][0])
     return times, loads
 
+# %% ../nbs/41a_bench.ipynb #c66a069c
 def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small preset)
                      batch_sizes:Sequence[int]=(1, 8), # requests decoded together
                      prompt_len:int=16,               # tokens per prompt
@@ -385,6 +391,7 @@ def decode_benchmark(cfg:ModelConfig|None=None,     # the model (None: the small
     return dict(config=cfg.to_dict(), prompt_len=prompt_len, new_tokens=new_tokens, threads=used, rounds=rounds, batches=res,
                 versions=f"torch {torch.__version__}, transformers {transformers.__version__}")
 
+# %% ../nbs/41a_bench.ipynb #3e594d69
 def format_decode_report(res:dict) -> str:
     "The benchmark as a table: tokens/s of each, the ratio, and how busy the machine was."
     c = res['config']
@@ -468,6 +475,7 @@ def _concurrent(base:str, prompts:list[list[int]], max_tokens:int) -> tuple[floa
         res = list(ex.map(lambda p: _streamed_completion(base, p, max_tokens), prompts))
         return time.perf_counter() - t0, [f for f, _ in res], sum(n for _, n in res)
 
+# %% ../nbs/41a_bench.ipynb #9abe2521
 def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent streams to time
                     new_tokens:int=128,                 # tokens each stream generates (ignore_eos: exactly these)
                     prompt_len:int=16,                  # tokens of each random prompt
@@ -514,6 +522,7 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
     return dict(config=cfg.to_dict(), new_tokens=new_tokens, prompt_len=prompt_len, rounds=rounds, threads=threads, streams=res,
                 others=others)
 
+# %% ../nbs/41a_bench.ipynb #8b1cca50
 def format_serve_report(res:dict) -> str:
     "The benchmark as a table."
     c = res['config']

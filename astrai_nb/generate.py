@@ -237,6 +237,7 @@ def check_fits(need:int,                 # bytes about to be allocated
     have = free_memory(device) if have is None else have
     if need > have: raise ValueError(f"{what} need {_gb(need)}, but {torch.device(device).type} has {_gb(have)} available: {fix}")
 
+# %% ../nbs/14_generate.ipynb #f2ed4f74
 class Generator:
     "Continuous-batching generation over the KV cache: requests join the batch at the next `step` and leave when done."
     def __init__(self, model:Transformer,               # the model (put in eval mode)
@@ -268,19 +269,21 @@ class Generator:
         self.waiting: deque[Request] = deque()    # submitted, not yet prefilled
         self._work, self._next_id, self._isolate = threading.Condition(), 0, False
 
-    @property
-    def busy(self) -> bool:
-        "Whether any request is running or waiting."
-        return bool(self.running or self.waiting)
+# %% ../nbs/14_generate.ipynb #cf980233
+@patch(as_prop=True)
+def busy(self:Generator) -> bool:
+    "Whether any request is running or waiting."
+    return bool(self.running or self.waiting)
 
-    @property
-    def cache_bytes(self) -> int:
-        "Memory of the KV caches: max_batch × max_seq_len × bytes per token."
-        return kv_cache_bytes(self.model.cfg, self.max_batch, self.max_seq_len, self.caches[0].k.dtype)
+@patch(as_prop=True)
+def cache_bytes(self:Generator) -> int:
+    "Memory of the KV caches: max_batch × max_seq_len × bytes per token."
+    return kv_cache_bytes(self.model.cfg, self.max_batch, self.max_seq_len, self.caches[0].k.dtype)
 
-    def __repr__(self):
-        return (f"Generator(max_batch={self.max_batch}, max_seq_len={self.max_seq_len}, running={len(self.running)}, "
-                f"waiting={len(self.waiting)}, cache={self.cache_bytes / 2**20:.1f} MiB)")
+@patch
+def __repr__(self:Generator):
+    return (f"Generator(max_batch={self.max_batch}, max_seq_len={self.max_seq_len}, running={len(self.running)}, "
+            f"waiting={len(self.waiting)}, cache={self.cache_bytes / 2**20:.1f} MiB)")
 
 # %% ../nbs/14_generate.ipynb #45425d18
 @patch
@@ -317,6 +320,7 @@ def submit(self:Generator,
         self._work.notify_all()
     return r
 
+# %% ../nbs/14_generate.ipynb #312f5a84
 @patch
 def cancel(self:Generator, request:Request):
     "Stop `request` (from any thread): it leaves at the next `step`, finished with reason 'abort'."
@@ -359,6 +363,7 @@ def step(self:Generator,
         if self.waiting and len(self.running) < self.max_batch: events += self._prefill()
         return events
 
+# %% ../nbs/14_generate.ipynb #25583f01
 PACK_ROWS = 4   # decode steps of at least this many rows run on packed weights (measured: slower at 1 row, 1.2x at 4, 1.3x at 8)
 
 @patch
@@ -383,6 +388,7 @@ def _decode(self:Generator) -> list[Event]:
     for r in self.running: r._pos += 1                                                        # its token is cached now
     return self._emit(self.running, logits, 0)
 
+# %% ../nbs/14_generate.ipynb #3f231d2b
 @patch
 def _prefill(self:Generator) -> list[Event]:
     "Waiting requests into the free rows: their prompts through the model, padded at the end, in chunks; each one's first token."
@@ -440,6 +446,7 @@ def _pick(self:Generator, logits:Tensor, reqs:list[Request], a:int) -> list[int]
     sampled = idx.gather(-1, sample_sorted(s, u)[:, None])[:, 0]                              # (B,)
     return torch.where(torch.tensor([p.greedy for p in ps], device=dev), best, sampled).tolist()
 
+# %% ../nbs/14_generate.ipynb #37335e37
 @patch
 def _emit(self:Generator, reqs:list[Request], logits:Tensor, a:int) -> list[Event]:
     "Pick, record and report a token for each of `reqs` (rows a..); free the rows of those that finish."
@@ -479,6 +486,7 @@ def _fail(self:Generator, reqs:list[Request], exc:BaseException) -> list[Event]:
     self._release(reqs)
     return events
 
+# %% ../nbs/14_generate.ipynb #5058b609
 @patch
 def _record(self:Generator, r:Request, tok:int) -> Event:
     "Append `tok` to `r`: its text, stop tokens, stop strings and length; the event that says what happened."
@@ -497,6 +505,7 @@ def _record(self:Generator, r:Request, tok:int) -> Event:
     if reason is not None: r.finished, r.finish_reason = True, reason
     return Event(r, tok, piece, r.finished, reason)
 
+# %% ../nbs/14_generate.ipynb #8aeb2c04
 @patch
 def _release(self:Generator, done:list[Request]):
     "Free the rows of `done`: the last running rows move into the gaps, so rows 0..n-1 stay the running ones."
@@ -530,6 +539,7 @@ def generate(self:Generator, prompts:Sequence[str], params:SamplingParams|None=N
     while not all(r.finished for r in reqs): self.step()
     return [r.text for r in reqs]
 
+# %% ../nbs/14_generate.ipynb #9af32485
 @patch
 def _stream(self:Generator, r:Request) -> Iterator[str]:
     "The text pieces of request `r` as `step` makes them; stopping the iteration early cancels it."
@@ -546,6 +556,7 @@ def stream(self:Generator, prompt:str, params:SamplingParams|None=None) -> Itera
     _text_mode(self)
     return self._stream(self.submit(self.tokenizer.encode(prompt), params))
 
+# %% ../nbs/14_generate.ipynb #bed180e1
 def _chat_params(g:Generator, params:SamplingParams|None) -> SamplingParams:
     "`params`, stopping at `<|end|>` and `<|eos|>` unless it names its own stop tokens."
     params = SamplingParams() if params is None else params
@@ -588,6 +599,7 @@ def _fit(g:Generator, messages:list[dict], params:SamplingParams) -> tuple[list[
         params = SamplingParams.from_dict({**params.to_dict(), 'max_new_tokens': room})
     return ids, params
 
+# %% ../nbs/14_generate.ipynb #6a479a22
 def chat_repl(generator:Generator,              # with a tokenizer
               params:SamplingParams|None=None,  # settings of every reply (max_new_tokens is cut to the room left)
               system:str|None=None,             # a system message that opens the conversation

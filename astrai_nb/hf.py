@@ -44,6 +44,7 @@ def hf_architecture(cfg:ModelConfig) -> str:
                                + '; '.join(wrong))
     return 'olmo'
 
+# %% ../nbs/41_hf.ipynb #f8dd1988
 def _dtype_name(dtype) -> str:
     "'float32' for `torch.float32`; a string is returned as it is."
     return dtype if isinstance(dtype, str) else str(dtype).removeprefix('torch.')
@@ -94,6 +95,7 @@ def _rope_theta(d:dict) -> float:
         theta = rp.get('rope_theta', theta)
     return float(theta)
 
+# %% ../nbs/41_hf.ipynb #6c31c7a5
 def config_from_hf(d:dict,                       # a Hugging Face Llama or OLMo `config.json`, as a dict
                    pad_vocab_multiple:int=128    # our embedding rows are padded up to a multiple of this
                   ) -> ModelConfig:
@@ -193,6 +195,7 @@ def _check_vocab(tok:TextTokenizer, cfg:ModelConfig, where:str):
         raise ValueError(f"the tokenizer {where} has {tok.vocab_size} ids but the model only {cfg.vocab_size} embedding rows: "
                          "they do not belong together; give the tokenizer the model was trained with")
 
+# %% ../nbs/41_hf.ipynb #2d04fd0a
 @delegates(hf_config, but=['cfg', 'dtype'])
 def export_hf(model:Transformer,                 # the model, or a DDP / compiled wrapper of it
               out_dir:str|Path,                  # the directory to write; must be absent or empty unless `overwrite`
@@ -381,6 +384,7 @@ def _kind(path:Path) -> str:
         raise ValueError(f"{path} is a folder of checkpoints, not one: pass one of its step directories, e.g. the newest, {steps[-1]}")
     raise ValueError(f"{path} is neither a checkpoint step directory (no {META}) nor a Hugging Face model directory (no config.json): {_WANT}")
 
+# %% ../nbs/41_hf.ipynb #ff64c537
 def _export_info(path:Path) -> dict|None:
     "What our export recorded in the metadata of `path`/model.safetensors; None for any other directory."
     try:
@@ -402,6 +406,7 @@ def _no_tokenizer(path:Path, what:str) -> FileNotFoundError:
     return FileNotFoundError(f"{what} {path} holds no tokenizer.json: give a directory holding the tokenizer the model was "
                              "trained with (tokenizer=DIR, --tokenizer DIR on the command line)")
 
+# %% ../nbs/41_hf.ipynb #dfcd48a2
 def _load_checkpoint(path:Path, dtype, device, tokenizer) -> tuple[Transformer, TextTokenizer, dict]:
     "Model, tokenizer and meta.json of checkpoint step directory `path`, verified first."
     meta = check_checkpoint(path)
@@ -417,6 +422,7 @@ def _load_checkpoint(path:Path, dtype, device, tokenizer) -> tuple[Transformer, 
     check_language_model(path, sd, CheckpointError)     # not one written by --train_type rm (23_strategy)
     return _build_model(cfg, sd, dtype, device, f"checkpoint {path}: {WEIGHTS}"), tok, meta
 
+# %% ../nbs/41_hf.ipynb #325337d0
 def load_pretrained(path:str|Path,                            # a checkpoint step directory, or a Hugging Face Llama directory
                     dtype:torch.dtype|str|None=torch.float32, # dtype of the model ('bfloat16', ...); None: as stored
                     device:str|torch.device|None=None,        # device of the model; None: CPU

@@ -91,6 +91,7 @@ class ChatMessage(_Body):
             raise ValueError("content must be a string or a list of {'type': 'text', 'text': '...'} parts (only text is supported)")
         return ''.join(p['text'] for p in v)
 
+# %% ../nbs/42_server.ipynb #09f166f6
 class StreamOptions(_Body):
     include_usage: bool|None = False              # a last chunk, before [DONE], with the usage and no choices
 
@@ -122,6 +123,7 @@ class _Sampling(_Body):
     @classmethod
     def _one_stop(cls, v): return [v] if isinstance(v, str) else v
 
+# %% ../nbs/42_server.ipynb #182d451e
 class ChatCompletionRequest(_Sampling):
     "The body of `POST /v1/chat/completions`."
     messages: list[ChatMessage] = Field(min_length=1)  # the conversation so far
@@ -208,6 +210,7 @@ def _failure(r) -> APIError:
     if isinstance(r.error, ShuttingDown): return APIError(503, str(r.error))
     return APIError(500, f"The engine failed while generating ({type(r.error).__name__}: {r.error}); try again")
 
+# %% ../nbs/42_server.ipynb #19702ef4
 class EngineThread:
     "Steps a `Generator` in a thread of its own while requests are in; each request's events go to an asyncio queue of its own."
     def __init__(self, generator:Generator):
@@ -238,15 +241,17 @@ class EngineThread:
             self._queues[r] = q
         return self._events(r, q)
 
-    async def _events(self, r, q:asyncio.Queue) -> AsyncIterator:
-        try:
-            while True:
-                e = await q.get()
-                if e.finish_reason == 'error': raise _failure(r)
-                yield e
-                if e.finished: return
-        finally:
-            if not r.finished: self.generator.cancel(r)   # the consumer left early: free the row at the next step
+# %% ../nbs/42_server.ipynb #85d98824
+@patch
+async def _events(self:EngineThread, r, q:asyncio.Queue) -> AsyncIterator:
+    try:
+        while True:
+            e = await q.get()
+            if e.finish_reason == 'error': raise _failure(r)
+            yield e
+            if e.finished: return
+    finally:
+        if not r.finished: self.generator.cancel(r)   # the consumer left early: free the row at the next step
 
 # %% ../nbs/42_server.ipynb #de7a5c05
 @patch
@@ -265,6 +270,7 @@ def _run(self:EngineThread):
         self._dispatch(events)
     self._dispatch(self._empty(ShuttingDown()))
 
+# %% ../nbs/42_server.ipynb #70ef7833
 @patch
 def _empty(self:EngineThread, exc:BaseException) -> list:
     "Every request out of the engine: one a failed step had finished gets its final event, every other one an error (`exc`)."
@@ -315,6 +321,7 @@ class _Reply:
         return self._obj('chat.completion.chunk' if self.chat else 'text_completion',
                          [{'index': 0, **c, 'logprobs': None, 'finish_reason': reason}], **kw)
 
+# %% ../nbs/42_server.ipynb #da5a56cb
 def _sse(obj) -> str: return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"
 
 async def _stream(reply:_Reply, events:AsyncIterator, include_usage:bool) -> AsyncIterator[str]:
@@ -338,6 +345,7 @@ async def _whole(reply:_Reply, events:AsyncIterator) -> dict:
         async for e in events:
             if e.finished: return reply.whole(e.request.text, e.finish_reason, len(e.request.output_ids))
 
+# %% ../nbs/42_server.ipynb #f1a74945
 class _SSEResponse(StreamingResponse):
     "A stream of server-sent events that closes its iterator however it ends, so a client that leaves cancels its request."
     media_type = 'text/event-stream'
@@ -369,6 +377,7 @@ def _host_name(header:str) -> str:
     if header.startswith('['): return header[1:header.find(']')]
     return header.rsplit(':', 1)[0] if header.count(':') == 1 else header
 
+# %% ../nbs/42_server.ipynb #68b1dd4d
 class Guard:
     "ASGI middleware: refuse requests addressed to other hosts (when `local_only`), and /v1 requests without the API key."
     def __init__(self, app, api_key:str|None=None, local_only:bool=True):
@@ -543,6 +552,7 @@ def url_of(sock:socket.socket) -> str:
     host, port = sock.getsockname()[:2]
     return f"http://{f'[{host}]' if ':' in host else host}:{port}"
 
+# %% ../nbs/42_server.ipynb #57564c27
 class Server(uvicorn.Server):
     "uvicorn's server; at shutdown, before waiting for open responses, it stops the app's engine, so that each gets its error and end."
     async def shutdown(self, sockets=None):

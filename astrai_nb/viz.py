@@ -13,6 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.patches import Patch
 import torch
 from torch import Tensor
+from fastcore.basics import patch
 from .mask import causal_mask, padding_mask, document_ids, document_mask
 from .rope import rope_frequencies, precompute_rope, apply_rotary_emb
 
@@ -58,6 +59,7 @@ def _explorer_class() -> type:
             return {**super()._repr_mimebundle_(**kwargs), 'text/plain': self.note, 'text/html': self.note_html}
     return Explorer
 
+# %% ../nbs/15_viz.ipynb #74bc7860
 def explorer(view:Callable,               # draws the picture; called with the widgets' values on every change
              fig:plt.Figure|None=None,    # the one figure `view` draws on (None: it makes pyplot figures)
              note:str='',                 # a sentence more for the reader with no kernel
@@ -106,6 +108,7 @@ def _mask_ticks(ax:plt.Axes, qlabels:list|None, klabels:list|None, T:int, S:int)
         ax.grid(which='minor', color='white', lw=1)
         ax.tick_params(which='minor', length=0)
 
+# %% ../nbs/15_viz.ipynb #13dd4880
 def show_mask(mask:Tensor,             # (T, S) additive mask, or one with leading size-1 dims: (1, 1, T, S)
               ax:plt.Axes|None=None,   # axes to draw on (default: a new figure)
               title:str|None=None,     # title of the axes
@@ -288,49 +291,54 @@ class RopeFigure:
         self.fig.suptitle(f'head_dim = {d}, max_seq_len = {T}, rope_theta = {rope_theta:g}, pair = {pair}')
         return r
 
-    def _draw(self, r, T, d, theta, pair, n, alone, rot_title):
-        "The first drawing: the `show_*` functions make the artists."
-        a, b, c, e = self.axs.flat
-        show_frequencies(d, (theta,), context_len=T, pair=pair, ax=a)
-        show_rope_table(r['cos'], pair=pair, ax=b)
-        x_rot = torch.zeros(n, d).index_copy_(1, torch.tensor([pair, pair + d//2]), r['path'][:n])   # (n, d)
-        show_rotation(x_rot, pair, ax=c, title=rot_title)
-        e.semilogx(range(1, T), r['decay'][1:].numpy(), label='mean over pairs (q = k)')
-        e.semilogx(range(1, T), r['cos'][1:, pair].numpy(), c='crimson', lw=0.6, alpha=0.6, label=alone)
-        e.axhline(0, c='0.6', lw=0.8)
-        e.set(ylim=(-1.05, 1.05), xlabel='distance (tokens)', ylabel='q · k / |q|²', title='decay of the score with distance')
-        e.legend(fontsize=8, loc='lower left')
+# %% ../nbs/15_viz.ipynb #e856ec0d
+@patch
+def _draw(self:RopeFigure, r, T, d, theta, pair, n, alone, rot_title):
+    "The first drawing: the `show_*` functions make the artists."
+    a, b, c, e = self.axs.flat
+    show_frequencies(d, (theta,), context_len=T, pair=pair, ax=a)
+    show_rope_table(r['cos'], pair=pair, ax=b)
+    x_rot = torch.zeros(n, d).index_copy_(1, torch.tensor([pair, pair + d//2]), r['path'][:n])   # (n, d)
+    show_rotation(x_rot, pair, ax=c, title=rot_title)
+    e.semilogx(range(1, T), r['decay'][1:].numpy(), label='mean over pairs (q = k)')
+    e.semilogx(range(1, T), r['cos'][1:, pair].numpy(), c='crimson', lw=0.6, alpha=0.6, label=alone)
+    e.axhline(0, c='0.6', lw=0.8)
+    e.set(ylim=(-1.05, 1.05), xlabel='distance (tokens)', ylabel='q · k / |q|²', title='decay of the score with distance')
+    e.legend(fontsize=8, loc='lower left')
 
-    def _update(self, r, T, d, theta, pair, n, alone, rot_title):
-        "A later drawing: the same artists, new data, limits and texts."
-        a, b, c, e = self.axs.flat
-        f = r['freqs'].numpy()
-        a.lines[0].set_data(range(len(f)), f)                                  # as show_frequencies draws them
-        a.lines[1].set_data([pair], [f[pair]])
-        a.lines[2].set_ydata([2 * math.pi / T] * 2)
-        for t, s in zip(a.get_legend().get_texts(), (f'rope_theta = {theta:g}', f'pair {pair}', f'one turn in {T} tokens')):
-            t.set_text(s)
-        a.set_title(f'RoPE frequencies, head_dim = {d}')
-        a.relim(); a.autoscale_view()
-        im = b.images[0]                                                      # as show_rope_table draws it
-        im.set_data(r['cos'][:, :d//2].T.numpy())                             # (d/2, T)
-        im.set_extent((-0.5, T - 0.5, d//2 - 0.5, -0.5))
-        im.set_interpolation('nearest' if T <= 400 else 'antialiased')
-        b.lines[0].set_ydata([pair] * 2)
-        b.set_title(f'cos table: {T} positions × {d//2} pairs')
-        path, pts = r['path'][:n], c.collections[0]                            # as show_rotation draws it
-        ring = 1.2 * float(path.norm(dim=-1).max())
-        pts.set_offsets(path.numpy()); pts.set_array(np.arange(n)); pts.set_clim(0, max(n - 1, 1))
-        a0, b0 = path[0].tolist()
-        c.lines[0].set_data([a0], [b0])
-        c.texts[0].xy, c.texts[0].xyann = (a0, b0), (a0 * 0.6, b0 * 0.6)
-        c.set(xlim=(-ring, ring), ylim=(-ring, ring), xlabel=f'x[{pair}]', title=rot_title)
-        c.set_ylabel(f'x[{pair + d//2}]', labelpad=0)
-        e.lines[0].set_data(range(1, T), r['decay'][1:].numpy())
-        e.lines[1].set_data(range(1, T), r['cos'][1:, pair].numpy())
-        e.get_legend().get_texts()[1].set_text(alone)
-        e.relim(); e.autoscale_view(scaley=False)
+# %% ../nbs/15_viz.ipynb #2081fd34
+@patch
+def _update(self:RopeFigure, r, T, d, theta, pair, n, alone, rot_title):
+    "A later drawing: the same artists, new data, limits and texts."
+    a, b, c, e = self.axs.flat
+    f = r['freqs'].numpy()
+    a.lines[0].set_data(range(len(f)), f)                                  # as show_frequencies draws them
+    a.lines[1].set_data([pair], [f[pair]])
+    a.lines[2].set_ydata([2 * math.pi / T] * 2)
+    for t, s in zip(a.get_legend().get_texts(), (f'rope_theta = {theta:g}', f'pair {pair}', f'one turn in {T} tokens')):
+        t.set_text(s)
+    a.set_title(f'RoPE frequencies, head_dim = {d}')
+    a.relim(); a.autoscale_view()
+    im = b.images[0]                                                      # as show_rope_table draws it
+    im.set_data(r['cos'][:, :d//2].T.numpy())                             # (d/2, T)
+    im.set_extent((-0.5, T - 0.5, d//2 - 0.5, -0.5))
+    im.set_interpolation('nearest' if T <= 400 else 'antialiased')
+    b.lines[0].set_ydata([pair] * 2)
+    b.set_title(f'cos table: {T} positions × {d//2} pairs')
+    path, pts = r['path'][:n], c.collections[0]                            # as show_rotation draws it
+    ring = 1.2 * float(path.norm(dim=-1).max())
+    pts.set_offsets(path.numpy()); pts.set_array(np.arange(n)); pts.set_clim(0, max(n - 1, 1))
+    a0, b0 = path[0].tolist()
+    c.lines[0].set_data([a0], [b0])
+    c.texts[0].xy, c.texts[0].xyann = (a0, b0), (a0 * 0.6, b0 * 0.6)
+    c.set(xlim=(-ring, ring), ylim=(-ring, ring), xlabel=f'x[{pair}]', title=rot_title)
+    c.set_ylabel(f'x[{pair + d//2}]', labelpad=0)
+    e.lines[0].set_data(range(1, T), r['decay'][1:].numpy())
+    e.lines[1].set_data(range(1, T), r['cos'][1:, pair].numpy())
+    e.get_legend().get_texts()[1].set_text(alone)
+    e.relim(); e.autoscale_view(scaley=False)
 
+# %% ../nbs/15_viz.ipynb #62f29fd7
 def view_rope(head_dim:int=64,            # dimension of one attention head (even)
               max_seq_len:int=256,        # positions in the tables
               rope_theta:float=10000.0,   # the base
