@@ -28,6 +28,7 @@ __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'Ca
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
           'on_step_end', 'on_epoch_end', 'on_train_end')
 
+# %% ../nbs/30_callbacks.ipynb #f6c8e172
 class CancelStep(Exception):
     "Raised by a callback to skip the optimizer update of the current step."
 
@@ -37,6 +38,7 @@ class CancelTrain(Exception):
 class NonFiniteError(RuntimeError):
     "The loss or the gradient norm is NaN or infinite."
 
+# %% ../nbs/30_callbacks.ipynb #600a9529
 class Callback:
     "Base callback: a no-op for every event; `order` sorts callbacks (lower runs first)."
     order = 0
@@ -44,6 +46,7 @@ class Callback:
 
 for _e in EVENTS: setattr(Callback, _e, lambda self, ctx: None)
 
+# %% ../nbs/30_callbacks.ipynb #40104448
 def run_callbacks(callbacks:list, event:str, ctx):
     "Call `event` on every callback, lowest `order` first."
     if event not in EVENTS: raise ValueError(f"unknown event {event!r}; events are {EVENTS}")
@@ -244,6 +247,7 @@ METRIC_NAMES = {'loss': 'train/loss', 'grad_norm': 'optim/total_grad_norm', 'cli
 CE_NAMES = {'val_loss': 'val/CrossEntropyLoss', 'val_ppl': 'val/Perplexity'}   # when the run's loss is a cross-entropy
 PER_DEVICE = ('tokens_per_sec',)       # logged for all ranks, shown per device
 
+# %% ../nbs/30_callbacks.ipynb #14fa006b
 def ce_key(strategy) -> str|None:
     "The metric that holds a cross-entropy: kl's `lm_loss`, the loss of a strategy on pretraining or SFT data; None for other objectives."
     if 'lm_loss' in getattr(strategy, 'metrics', ()): return 'lm_loss'
@@ -267,6 +271,7 @@ def tensorboard_scalars(row:dict,              # a metrics.jsonl row
             out[f"{group}/{name}"] = v
     return out
 
+# %% ../nbs/30_callbacks.ipynb #17100acf
 class TensorBoardLogger(MetricLogger):
     "The rows of `MetricLogger` (window means every `interval` steps) as TensorBoard scalars named by `METRIC_NAMES` (needs the tensorboard package)."
     order = 31

@@ -67,6 +67,7 @@ def preset_sizes() -> str:
         return f"{name} ({num_params(c) / 1e6:,.1f} M parameters: dim {c.dim}, {c.n_layers} layers, vocab {c.vocab_size})"
     return ', '.join(size(n) for n in PRESETS)
 
+# %% ../nbs/50_cli.ipynb #c830c9b2
 def _is_path(name:str) -> bool: return any(k in name for k in ('path', 'dir', 'config', 'resume', 'tokenizer', 'out', 'input', 'task'))
 
 def config_parser(cls:type,                  # a `Config` dataclass: one flag per field, its comment as the help
@@ -89,6 +90,7 @@ def config_parser(cls:type,                  # a `Config` dataclass: one flag pe
         p.add_argument(f'--{name}', help=f"{text} (default: {d['default']})", **kw)
     return p
 
+# %% ../nbs/50_cli.ipynb #92784956
 def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
     "The flags given on the command line (`sys.argv[1:]` by default), as settings."
     return vars(parser.parse_args(sys.argv[1:] if argv is None else argv))
@@ -129,6 +131,7 @@ def prepare_summary(out, meta:dict, seconds:dict, tokenizer=None) -> str:
     lines.append(f"  time       {steps}; total {sum(seconds.values()):.1f} s")
     return '\n'.join(lines)
 
+# %% ../nbs/50_cli.ipynb #026d2a4d
 def prepare(**settings) -> tuple[dict, dict]:
     "Prepare a data directory from `PrepareConfig(**settings)` (`02_prepare`); print what was written."
     c = config_from(PrepareConfig, settings)
@@ -198,6 +201,7 @@ def train(**settings) -> TrainContext:
               f"plot_metrics('{config.ckpt_dir}'); plt.show()\"")
     return ctx
 
+# %% ../nbs/50_cli.ipynb #3da4e941
 def train_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_train`: one line on stderr and exit status 1 for any error a user can fix."
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -260,6 +264,7 @@ def _load_model(c,                        # a script's settings: param_path, dty
     _need_param_path(c)
     return load_for_generation(c.param_path, c.dtype, c.device, c.tokenizer, max_batch, max_seq_len)   # a LoRA checkpoint: base + adapters
 
+# %% ../nbs/50_cli.ipynb #c28335ff
 def generate(**settings) -> int|None:
     "Continue `--prompt` from the model at `--param_path`, printing it and then the text as it comes; without a prompt, chat in the terminal."
     from astrai_nb.generate import GenerateConfig, Generator, SamplingParams, chat_repl   # lazy: only this script decodes
@@ -288,6 +293,7 @@ def generate(**settings) -> int|None:
     finally: print(flush=True)
     return None
 
+# %% ../nbs/50_cli.ipynb #d014d5ac
 def generate_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_generate`."
     from astrai_nb.generate import GenerateConfig
@@ -320,6 +326,7 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     loader = DataLoader(val, batch_size=c.batch_size, collate_fn=collate)
     return {**evaluate_loss(StrategyFactory.create(train_type, tc), model, loader, c.val_batches, device), 'window_size': tc.window_size}
 
+# %% ../nbs/50_cli.ipynb #cc81903d
 def evaluate(**settings) -> dict:
     "Score the model at `--param_path` on `--task` (greedy exact match) and, with `--data_root_path`, its validation loss; print the numbers."
     c = config_from(EvalConfig, settings)

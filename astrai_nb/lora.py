@@ -35,6 +35,7 @@ LORA_TARGETS = {'wq': ('attention.wq', 'self_attn.q_proj'), 'wk': ('attention.wk
                 'w1': ('feed_forward.w1', 'mlp.gate_proj'), 'w2': ('feed_forward.w2', 'mlp.down_proj'),
                 'w3': ('feed_forward.w3', 'mlp.up_proj')}
 
+# %% ../nbs/35_lora.ipynb #1a164435
 class LoRALinear(nn.Module):
     "A linear layer plus a low-rank update: y = x Wᵀ + b + (alpha/r)·(dropout(x) Aᵀ) Bᵀ, A (r, in) random, B (out, r) zero."
     def __init__(self, base:nn.Linear,        # the layer to adapt: its weight is kept, shared and frozen
@@ -93,6 +94,7 @@ def check_lora_rank(shapes:dict[str, tuple[int, int]],  # (in, out) features of 
                          f"x {o} outputs): an update of rank {low} or more can be any {o}x{i} matrix and has more parameters than the layer, "
                          f"so it is no low-rank adapter; use --lora_rank below {low} (typical: 4 to 64), or leave {t} out of --lora_targets")
 
+# %% ../nbs/35_lora.ipynb #a27f3573
 def lora_layers(model:nn.Module) -> dict[str, LoRALinear]:
     "The LoRA layers of `model` by name."
     return {n: m for n, m in model.named_modules() if isinstance(m, LoRALinear)}
@@ -117,11 +119,13 @@ def apply_lora(model:Transformer,           # the model to adapt, in place
     model.lora = {'rank': rank, 'alpha': alpha, 'dropout': dropout, 'targets': names}   # what checkpoints record
     return model
 
+# %% ../nbs/35_lora.ipynb #bcd14471
 def trainable_counts(model:nn.Module) -> tuple[int, int]:
     "(trainable, total) parameters of `model`, a tied tensor counted once."
     ps = list(model.parameters())
     return sum(p.numel() for p in ps if p.requires_grad), sum(p.numel() for p in ps)
 
+# %% ../nbs/35_lora.ipynb #c58215a6
 def is_lora_key(name:str) -> bool: return name.endswith(('.lora_A', '.lora_B'))
 
 def lora_state_dict(model:nn.Module) -> dict[str, Tensor]:
@@ -138,6 +142,7 @@ def merged_state_dict(model:nn.Module) -> dict[str, Tensor]:
     if model.cfg.tie_embeddings: out['output.weight'] = out['tok_embeddings.weight']
     return out
 
+# %% ../nbs/35_lora.ipynb #0ad76dd2
 def plain_model(model:Transformer, merged:bool=True) -> Transformer:
     "A plain `Transformer` (no LoRA layers) holding the merged weights of a LoRA model, or its base weights (`merged=False`)."
     sd = merged_state_dict(model) if merged else {k: v for k, v in model.state_dict().items() if not is_lora_key(k)}
@@ -237,6 +242,7 @@ LORA_RECORD = {'rank': (lambda v: type(v) is int and v >= 1, 'an int >= 1'), 'al
                'targets': (lambda v: isinstance(v, list) and v and all(t in LORA_TARGETS for t in v), f"a list of {', '.join(LORA_TARGETS)}"),
                'base': (_base_ok, "{'source': '--param_path', 'path': ..., 'sha256': ...} or {'source': 'init', 'random_seed': ..., 'sha256': ...}")}
 
+# %% ../nbs/35_lora.ipynb #39ee1887
 def check_lora_record(info, path) -> dict:
     "`info` if it is a whole `lora` record (`LORA_RECORD`); else a `CheckpointError` naming the meta.json of checkpoint `path` and what is wrong."
     short = lambda v: repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + '...'
@@ -255,6 +261,7 @@ def lora_meta(path) -> dict|None:
     if not isinstance(meta, dict) or 'lora' not in meta: return None
     return check_lora_record(meta['lora'], path)
 
+# %% ../nbs/35_lora.ipynb #5bd83165
 def lora_differences(saved:dict,          # a checkpoint's `lora` record
                      c:TrainConfig        # this run's settings
                     ) -> list[str]:       # e.g. ['--lora_rank 4 in the checkpoint, 8 in this run']
@@ -281,6 +288,7 @@ def check_base(model:nn.Module, base:dict, what:str):
                          f"sha256 {base['sha256'][:12]}…; found sha256 {h[:12]}…): the adapters only fit that base; "
                          "put those weights back, or train new adapters")
 
+# %% ../nbs/35_lora.ipynb #d29a1a08
 def load_lora_model(path) -> tuple[Transformer, Checkpoint]:
     "The model of a LoRA checkpoint, unmerged: its base weights (checked against the recorded hash), the adapters applied and loaded."
     path = Path(path)
@@ -302,12 +310,14 @@ def load_lora_model(path) -> tuple[Transformer, Checkpoint]:
     model.load_state_dict({**model.state_dict(), **ck.state_dict})
     return model.eval(), ck
 
+# %% ../nbs/35_lora.ipynb #210dfbdd
 def checkpoint_state_dict(path) -> dict[str, Tensor]:
     "The whole weights of checkpoint `path`: as saved, or, for a LoRA checkpoint, its base with the adapters merged in."
     if lora_meta(path) is None: return Checkpoint.load(path).state_dict
     model, _ = load_lora_model(path)
     return merged_state_dict(model)
 
+# %% ../nbs/35_lora.ipynb #cad3b873
 def _tokenizer(path, ck:Checkpoint, tokenizer=None) -> TextTokenizer:
     "The tokenizer of a language-model checkpoint (or the one in `tokenizer`), checked against the hash the trainer recorded."
     check_language_model(path, ck.state_dict)          # its adapters may come with a reward model's head
@@ -332,6 +342,7 @@ def load_lora_pretrained(path,                 # a LoRA checkpoint step director
 # %% ../nbs/35_lora.ipynb #5d798acc
 weight_reader('a LoRA checkpoint', lambda path: lora_meta(path) is not None)(checkpoint_state_dict)
 
+# %% ../nbs/35_lora.ipynb #37068ed4
 @run_part
 class LoRAPart(RunPart):
     "LoRA adapters over frozen starting weights, as a part of a run: checked, counted, added, saved alone, restored over their base."

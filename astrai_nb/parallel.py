@@ -59,6 +59,7 @@ def signal_name(signum:int) -> str:
 
 def _raise_terminated(signum, frame): raise Terminated(f"stopped by signal {signal.Signals(signum).name}", signum)
 
+# %% ../nbs/32_parallel.ipynb #8c6d8b59
 @contextmanager
 def on_signals(handler, signums=(signal.SIGTERM,)):
     "Call `handler(signum, frame)` on each of `signums` within the block (in the main thread; signals cannot be handled elsewhere)."
@@ -118,6 +119,7 @@ def tie_aliases(model:nn.Module, state_dict:dict) -> dict:
         first.setdefault(id(p), name)
     return state_dict
 
+# %% ../nbs/32_parallel.ipynb #c836bd70
 class Executor:
     "One process: no wrapping, no synchronisation."
     world_size, rank, loss_scale = 1, 0, 1.0
@@ -145,6 +147,7 @@ class Executor:
         dcp.set_model_state_dict(model, model_sd, options=opts)
         if optimizer is not None and optim_sd is not None: dcp.set_optimizer_state_dict(model, optimizer, optim_sd, options=opts)
 
+# %% ../nbs/32_parallel.ipynb #63e96739
 class _Distributed(Executor):
     "What the distributed modes share: the process group, the loss scale and the sum over ranks."
     mode = ''
@@ -163,6 +166,7 @@ class _Distributed(Executor):
         dist.all_reduce(t)
         return t.tolist()
 
+# %% ../nbs/32_parallel.ipynb #7daab727
 class DDPExecutor(_Distributed):
     "DistributedDataParallel: a full copy of the model per rank; gradients all-reduced (averaged) on the last micro-batch of each step."
     mode = 'ddp'
@@ -222,6 +226,7 @@ def loopback_store() -> dist.TCPStore:
     return dist.TCPStore('127.0.0.1', sock.getsockname()[1], is_master=True, wait_for_workers=False, multi_tenant=True,
                          master_listen_fd=sock.detach())
 
+# %% ../nbs/32_parallel.ipynb #9d947b16
 @contextmanager
 def _environ(**values):
     "Set environment variables for the block (the ranks inherit them), then restore them."
@@ -233,6 +238,7 @@ def _environ(**values):
             if v is None: os.environ.pop(k, None)
             else: os.environ[k] = v
 
+# %% ../nbs/32_parallel.ipynb #a7aead90
 # the signals torchrun's agent takes over (TORCHELASTIC_SIGNALS_TO_HANDLE) and never gives back
 AGENT_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
 

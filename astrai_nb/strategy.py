@@ -28,6 +28,7 @@ def count_targets(batch:dict) -> int:
     "How many target tokens carry loss (`target_mask`)."
     return int(target_mask(batch).sum())
 
+# %% ../nbs/23_strategy.ipynb #ce6e9fc9
 def token_nll(model:nn.Module,              # a language model, or a DDP / FSDP / compiled wrapper of one
               input_ids:Tensor,             # (B, T)
               target_ids:Tensor,            # (B, T); IGNORE_INDEX where no loss is wanted
@@ -41,6 +42,7 @@ def token_nll(model:nn.Module,              # a language model, or a DDP / FSDP 
     head = lambda h, w: chunked_lm_loss(h, w, target_ids, label_smoothing=label_smoothing, reduction='none', chunk_size=chunk_size)
     return model(input_ids, mask=mask, head=head)
 
+# %% ../nbs/23_strategy.ipynb #ee78a26c
 class Strategy:
     "Base strategy: `normalizer(batch)` units, and the summed loss of `model` on `batch` from `__call__(model, batch)`."
     metrics = ()                # names of the sums `__call__` returns beside 'loss'; logged as means per unit
@@ -65,7 +67,6 @@ class Strategy:
         return 1
     def normalizer(self, batch:dict) -> int: raise NotImplementedError
     def __call__(self, model:nn.Module, batch:dict) -> dict: raise NotImplementedError
-
 
 # %% ../nbs/23_strategy.ipynb #70958aba
 def _attention_mask(batch:dict) -> Tensor|None:   # (B, 1, T, T) for packed rows, else None (causal)
@@ -108,6 +109,7 @@ def pair_metrics(chosen:Tensor, rejected:Tensor) -> dict:   # (B,) rewards of ea
     return {'reward_chosen': chosen.sum(), 'reward_rejected': rejected.sum(), 'reward_margin': margin.sum(),
             'pref_accuracy': ((margin > 0).float() + 0.5 * (margin == 0).float()).sum()}
 
+# %% ../nbs/23_strategy.ipynb #9a12e9a1
 def _check_pairs(batch:dict, train_type:str) -> int:
     "The number of pairs of a pair batch; a clear error for any other batch."
     if 'chosen_input_ids' not in batch or 'rejected_input_ids' not in batch:
@@ -115,6 +117,7 @@ def _check_pairs(batch:dict, train_type:str) -> int:
                          "sequences): prepare the data with --kind dpo")
     return len(batch['chosen_input_ids'])
 
+# %% ../nbs/23_strategy.ipynb #12049ff8
 class DPOStrategy(Strategy):
     "DPO against a frozen reference model: -log sigmoid of beta times the margin of log-ratios, summed over pairs."
     metrics = ('reward_chosen', 'reward_rejected', 'reward_margin', 'pref_accuracy')
@@ -140,7 +143,6 @@ class DPOStrategy(Strategy):
         loss, chosen, rejected = dpo_loss(policy[:B], policy[B:], ref[:B], ref[B:], self.config.dpo_beta, reduction='sum')
         return {'loss': loss, **pair_metrics(chosen, rejected)}
 
-
 # %% ../nbs/23_strategy.ipynb #8c5b0e60
 REWARD_HEAD = 'reward_head.weight'       # the reward model's one extra tensor, beside the language model's
 
@@ -151,6 +153,7 @@ def check_language_model(path, keys, error:type=ValueError):
                     "it does not generate, a run cannot start from it and Hugging Face's causal-LM layouts have no place for its "
                     f"head; use it as a GRPO reward with --grpo_reward rm:{path}, or use the language model it was trained from")
 
+# %% ../nbs/23_strategy.ipynb #7373de15
 def add_reward_head(model:nn.Module) -> nn.Module:
     "Give `model` a scalar head `reward_head` (dim -> 1, no bias, zero) unless it has one; freeze an untied output projection."
     if not hasattr(model, 'reward_head'):
@@ -160,6 +163,7 @@ def add_reward_head(model:nn.Module) -> nn.Module:
     if not model.cfg.tie_embeddings: model.output.requires_grad_(False)     # a reward model never reads the logits
     return model
 
+# %% ../nbs/23_strategy.ipynb #ba382969
 def _inner(model:nn.Module) -> nn.Module:
     "The module inside DDP (`.module`) and `torch.compile` (`._orig_mod`) wrappers."
     while hasattr(model, 'module') or hasattr(model, '_orig_mod'): model = getattr(model, 'module', None) or model._orig_mod
@@ -182,6 +186,7 @@ def sequence_rewards(model:nn.Module,        # a model with a `reward_head`, or 
     h_last = h[torch.arange(len(h), device=h.device), last.to(h.device)]          # (B, dim)
     return head(h_last).squeeze(-1).float()                                       # (B,)
 
+# %% ../nbs/23_strategy.ipynb #5b19e7d7
 class RMStrategy(Strategy):
     "A reward model: the Bradley-Terry loss -log sigmoid(r_chosen - r_rejected) of its scalar rewards, summed over pairs."
     metrics = ('reward_chosen', 'reward_rejected', 'reward_margin', 'pref_accuracy')

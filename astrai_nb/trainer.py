@@ -213,12 +213,14 @@ def _tokens(batch:dict) -> int:
     "Input tokens of a batch, every sequence the model reads (chosen and rejected for DPO; prompts and answers for GRPO)."
     return sum(v.numel() for k, v in batch.items() if k.endswith('input_ids'))
 
+# %% ../nbs/34_trainer.ipynb #b6482947
 @patch(as_prop=True)
 def finished(self:TrainContext) -> bool:
     "Whether the run is complete: its token budget (`max_tokens`) reached, else its `total_steps` done."
     budget = self.config.max_tokens
     return self.tokens_seen >= budget if budget is not None else self.iteration >= self.total_steps
 
+# %% ../nbs/34_trainer.ipynb #e19afe23
 @patch
 def step(self:Trainer, group:list[dict],
          prepared:list[dict]|None=None   # the rows an earlier step of the round prepared from `group`: train on them again
@@ -264,6 +266,7 @@ def step(self:Trainer, group:list[dict],
     self._run('on_step_end')
     return bool(stop)
 
+# %% ../nbs/34_trainer.ipynb #b7a5a601
 @patch
 def update(self:Trainer):
     "Clip (a callback), then step the optimizer unless the loss is not finite or a callback cancels; always step the schedule."
@@ -535,6 +538,7 @@ def split_global_batch(world_size:int,           # ranks
                          f"it must be a multiple of {W * B} ({W} x {B}); use {_near(sequences, W * B)}{hint}")
     return sequences // (W * B)
 
+# %% ../nbs/34_trainer.ipynb #75eb1305
 @patch
 def plan_batches(self:TrainContextBuilder):
     "Derive `grad_accum_steps` from a global batch and the world size, and the steps of a token budget (`budget_steps`); print them on rank 0."
@@ -709,6 +713,7 @@ def restore_schedule(self:TrainContext, saved:dict) -> dict:
     self.scheduler._last_lr = lrs
     return changed
 
+# %% ../nbs/34_trainer.ipynb #4a861712
 @patch
 def load_checkpoint(self:TrainContext, path):
     "Restore model, optimizer moments, scheduler position and trainer state from `path`; the hyper-parameters stay this run's."
@@ -744,6 +749,7 @@ def _names(paths:list[Path]) -> str:
     if len(steps) > 3: steps = [f"{len(steps)} checkpoints {steps[0]}..{steps[-1]}"]
     return ', '.join(steps + [p.name for p in paths if not p.name.startswith('step_')])
 
+# %% ../nbs/34_trainer.ipynb #c7bfbbc4
 @patch
 def foreign_files(self:TrainContext) -> list[Path]:
     "What in ckpt_dir belongs to another run than this one: all run files when it starts fresh or resumes from elsewhere, newer checkpoints when it resumes an older one."
@@ -756,6 +762,7 @@ def foreign_files(self:TrainContext) -> list[Path]:
     if self.resume_request == 'auto': return []
     return [p for p in list_checkpoints(d) if int(p.name[5:]) > self.iteration]
 
+# %% ../nbs/34_trainer.ipynb #b6272207
 @patch
 def _claim(self:TrainContext):
     "Refuse (or with `overwrite`, delete) what `foreign_files` finds."
@@ -775,6 +782,7 @@ def _claim(self:TrainContext):
     for p in foreign: shutil.rmtree(p) if p.is_dir() else p.unlink()
     print(f"--overwrite: deleted {_names(foreign)} from {d}", flush=True)
 
+# %% ../nbs/34_trainer.ipynb #8be46632
 @patch
 def claim_ckpt_dir(self:TrainContext) -> RunLock|None:
     "Lock ckpt_dir and check it holds nothing of another run (rank 0); every rank raises if that failed. Returns the lock to release."
