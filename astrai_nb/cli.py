@@ -18,7 +18,6 @@ from .strategy import TRAIN_TYPES
 from .callbacks import NonFiniteError
 from .trainer import TrainContext, TrainContextBuilder, Trainer
 from torch.utils.data import DataLoader
-from .batches import data_info, load_datasets
 from .strategy import StrategyFactory
 from .tasks import evaluate_task, score
 from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss
@@ -311,6 +310,7 @@ def serve_cli(argv:list[str]|None=None) -> int|None:
 # %% ../nbs/50_cli.ipynb #793c72dc
 def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     "Validation loss and perplexity of `model` on the val split of `c.data_root_path`, as the trainer's `Validation` computes them."
+    from astrai_nb.batches import data_info, load_datasets      # only this command reads a data directory
     info = data_info(c.data_root_path)
     if info['tokenizer_hash'] != tok.hash:
         raise ValueError(f"--data_root_path {c.data_root_path} was tokenized with another tokenizer (hash {info['tokenizer_hash'][:12]}) "

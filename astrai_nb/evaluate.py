@@ -15,7 +15,6 @@ from .corpus import read_jsonl
 from .prepare import prompt_messages
 from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy
-from .generate import Generator, SamplingParams
 
 # %% auto #0
 __all__ = ['evaluate_loss', 'load_task_rows', 'task_accuracy', 'EvalConfig']
@@ -90,6 +89,7 @@ def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model
                   column_major:bool=False     # re-lay the weights for CPU decoding (only when the model is not being trained)
                  ) -> dict:                   # accuracy, correct, n, response_len (over all ranks); this rank's replies
     "Greedy exact-match accuracy of `model` on the task `rows`: each prompt a chat's user turn, all decoded as one continuous batch."
+    from astrai_nb.generate import Generator, SamplingParams     # here, not at the top: a run that evaluates no task never loads the engine
     shard, replies, lengths = rows[rank::world_size], [], []
     if shard:
         prompts = [tokenizer.encode_chat(prompt_messages(r), add_generation_prompt=True)[0] for r in shard]

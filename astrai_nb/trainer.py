@@ -22,7 +22,6 @@ from .optim import build_optimizer
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler
 from .prepare import DATA_KINDS
-from .batches import run_data_info, load_datasets
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
@@ -490,6 +489,7 @@ def resolve(self:TrainContextBuilder):
     c = self.config
     self.resume_path = self._resume_path()
     if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or self.partial_checkpoints)
+    from astrai_nb.batches import run_data_info   # here, not at the top: a context built on given datasets never reads a directory
     self.data = run_data_info(c) if self.datasets is None else None
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
     kind = self.strategy.data_kind
@@ -613,6 +613,7 @@ def _epoch_steps(self:TrainContextBuilder, ds:Dataset, what:str='the training da
 def build_data(self:TrainContextBuilder):
     "Datasets, the resumable sampler, the loaders, and the steps of an epoch and of the run; then the parts' data (kl's stage 2)."
     c = self.config
+    from astrai_nb.batches import load_datasets
     train_ds, val_ds, collate = self.datasets if self.datasets is not None else load_datasets(c, self.strategy.data_kind, self.window)
     self.sampler = self._sampler(train_ds, c.mix, c.random_seed)
     self.steps_per_epoch = self._epoch_steps(train_ds)
