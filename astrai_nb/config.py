@@ -11,7 +11,7 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['NORM_TYPES', 'ACTIVATIONS', 'INIT_FNS', 'PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES',
-           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'source_names', 'DataMix', 'parse_data_mix', 'TrainConfig']
+           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'source_names', 'DataMix', 'TrainConfig']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -260,12 +260,6 @@ class DataMix:
     def to_dict(self) -> dict[str, float]: return dict(self.rates)       # the --config JSON form
     def __len__(self): return len(self.rates)
     def __iter__(self): return iter(self.rates)
-
-def parse_data_mix(spec,                 # as `DataMix.parse` takes it
-                   flag:str='--data_mix' # how messages name the setting
-                  ) -> dict[str, float]: # {directory: rate}, the rates normalised to sum 1
-    "The sources of a data mixture and their sampling rates: `DataMix.parse(spec, flag).to_dict()`."
-    return DataMix.parse(spec, flag).to_dict()
 
 # %% ../nbs/00_config.ipynb #5cc391ce
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')

@@ -10,10 +10,9 @@ from types import SimpleNamespace
 from torch.utils.data import DataLoader
 from fastcore.basics import patch
 from .config import TrainConfig
-from .model import num_params
 from .strategy import StrategyFactory
 from .checkpoint import Checkpoint, check_checkpoint, weights_sha256, check_fits, TOKENIZER_FIELDS
-from .trainer import RunPart, run_part, TrainContext, load_initial_weights
+from .trainer import RunPart, run_part, TrainContext, load_initial_weights, memory_needs
 from .batches import load_mix
 
 # %% auto #0
@@ -70,7 +69,8 @@ class ReferencePart(RunPart):
         if (path / 'meta.json').exists(): check_fits(path, b.model_config, b.data, TOKENIZER_FIELDS, 'cannot use --ref_path')
 
     def memory(self, b, need:dict):
-        if not any(p.shares_reference for p in b.parts): need['a reference copy'] = 4 * num_params(b.model_config)
+        if not any(p.shares_reference for p in b.parts):
+            need['a reference copy'] = memory_needs(b.model_config, reference=True)['a reference copy']
 
     def after_model(self, b):
         "The reference: a part's view of the model (LoRA's base), else a copy of the starting weights or `ref_path`'s; on resume, the one the checkpoint was trained against."
