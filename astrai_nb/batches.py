@@ -176,16 +176,11 @@ def mixture_info(mix:DataMix, flag:str='--data_mix') -> dict:
     return {**infos[0], 'data_hash': hashlib.sha256(ident.encode()).hexdigest(), 'sources': sources}
 
 def run_data_info(config:TrainConfig) -> dict:
-    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`; kl's `stage2_data_mix` in `stage2` and in the `data_hash`."
+    "The identity of a run's training data: `mixture_info` of `data_mix`, or `data_info` of `data_root_path`."
     if config.mix is None and config.data_root_path is not None and Path(config.data_root_path).is_file():
         raise ValueError(f"--data_root_path {config.data_root_path} is a file, not a directory: give the directory astrai_nb_prepare wrote "
                          "(its --out), which holds meta.json, the tokenizer and the data")
-    info = mixture_info(config.mix) if config.mix is not None else data_info(config.data_root_path)
-    if config.stage2_mix is None: return info
-    stage2 = mixture_info(config.stage2_mix, '--stage2_data_mix')
-    _same_kind('--stage2_data_mix', config.stage2_mix.dirs[0], stage2, config.data_dir, info)
-    both = json.dumps([info['data_hash'], stage2['data_hash']])
-    return {**info, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
+    return mixture_info(config.mix) if config.mix is not None else data_info(config.data_root_path)
 
 # %% ../nbs/02b_batches.ipynb #1d5cae3e
 def _load_one(root, kind:str, window_size:int) -> tuple[Dataset, Dataset|None, object]:

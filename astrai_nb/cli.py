@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys, time
 from collections.abc import Callable
 from pathlib import Path
-import argparse, json, os, re
+import argparse, functools, inspect, json, linecache, os, re
+from dataclasses import fields
 import torch
 import torch.distributed as dist
 from fastcore.docments import docments
@@ -24,9 +25,9 @@ from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss
 from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'config_from', 'run_script', 'preset_sizes', 'config_parser',
-           'prepare_summary', 'prepare', 'prepare_cli', 'train_parser', 'train_settings', 'train', 'train_cli',
-           'export', 'export_cli', 'generate', 'generate_cli', 'serve_cli', 'evaluate', 'eval_cli']
+__all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'config_from', 'run_script', 'preset_sizes', 'field_comments',
+           'config_parser', 'prepare_summary', 'prepare', 'prepare_cli', 'train_parser', 'train_settings', 'train',
+           'train_cli', 'export', 'export_cli', 'generate', 'generate_cli', 'serve_cli', 'evaluate', 'eval_cli']
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
@@ -69,16 +70,43 @@ def preset_sizes() -> str:
 # %% ../nbs/50_cli.ipynb #c830c9b2
 def _is_path(name:str) -> bool: return any(k in name for k in ('path', 'dir', 'config', 'resume', 'tokenizer', 'out', 'input', 'task'))
 
+def field_comments(cls:type) -> dict[str, str]:
+    "The comment of each field of the module-level dataclass `cls`, on its line or the line above: what `docments` reads, without `inspect`, which parses the class's whole module each time it looks one up."
+    lines = linecache.getlines(inspect.getsourcefile(cls))
+    i = next(i for i, l in enumerate(lines) if re.match(rf"class {cls.__name__}\b", l))
+    out, above = {}, ''
+    for l in lines[i + 1:]:
+        if l.strip() and not l[0].isspace() and not l.startswith('#'): break            # the class ended
+        if m := re.match(r"    (\w+)\s*:[^#]*?(?:#\s*(.*\S))?\s*$", l): out[m[1]] = m[2] or above
+        above = m[1] if (m := re.match(r"\s+#\s*(.*\S)", l)) else ''
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in out.items() if k in names}
+
+class _Parser(argparse.ArgumentParser):
+    "An `ArgumentParser` that writes its flags' help only when help is shown: a run does not wait for the comments to be read."
+    def format_help(self):
+        for a in self._actions:
+            if (fill := getattr(a, 'fill_help', None)): a.help, a.fill_help = fill(), None
+        return super().format_help()
+
 def config_parser(cls:type,                  # a `Config` dataclass: one flag per field, its comment as the help
                   prog:str,                  # the script's name
                   description:str,           # the first lines of --help
                   choices:dict|None=None,    # allowed values of fields beyond the class's own `choices`
                  ) -> argparse.ArgumentParser:
-    "A parser with one flag per field of `cls`: typed values, named choices, --flag/--no-flag booleans, defaults shown."
-    p = argparse.ArgumentParser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
+    "A parser with one flag per field of `cls`: typed values, named choices, --flag/--no-flag booleans, defaults shown; grouped by section where `cls` has sections."
+    p = _Parser(prog=prog, description=description, argument_default=argparse.SUPPRESS)
     choices = {**cls.choices, **(choices or {})}
-    for name, d in docments(cls, full=True, returns=False).items():
-        anno, text = str(d['anno']), d['docment'] + (f": {preset_sizes()}" if name == 'model' else '')
+    for section in getattr(cls, 'sections', [cls]):
+        _add_flags(p.add_argument_group(f"{section.title} settings") if section is not cls else p, section, choices)
+    return p
+
+# %% ../nbs/50_cli.ipynb #f6a8b0c2
+def _add_flags(p, cls:type, choices:dict):
+    "One flag per field of the dataclass `cls`; its help, the field's comment, is filled in when help is shown."
+    docs = functools.cache(lambda: field_comments(cls))
+    for f in fields(cls):
+        name, anno = f.name, str(f.type)
         if anno.startswith('bool'): kw = dict(action=argparse.BooleanOptionalAction)
         else:
             base = anno.split('|')[0].strip()
@@ -86,8 +114,8 @@ def config_parser(cls:type,                  # a `Config` dataclass: one flag pe
             meta = ('{' + ','.join(choices[name]) + '}' if name in choices else 'FILE' if many
                     else 'PATH' if base == 'str' and _is_path(name) else {'str': 'TEXT'}.get(base, base.upper()))
             kw = dict(type=str if many else _parse_value(anno), metavar=meta, nargs='+' if many else None)
-        p.add_argument(f'--{name}', help=f"{text} (default: {d['default']})", **kw)
-    return p
+        p.add_argument(f'--{name}', **kw).fill_help = lambda name=name, default=f.default: (
+            docs()[name] + (f": {preset_sizes()}" if name == 'model' else '') + f" (default: {default})")
 
 # %% ../nbs/50_cli.ipynb #92784956
 def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
@@ -151,7 +179,8 @@ DEFAULT_DATA = 'data/builtin'   # where the main job prepares the built-in corpu
 DEFAULT_STEPS = 300             # steps of the main job when neither max_steps nor data is given
 
 def train_parser() -> argparse.ArgumentParser:
-    "The `astrai_nb_train` argument parser, built from `TrainConfig`'s fields and their comments."
+    "The `astrai_nb_train` argument parser, built from the fields of `TrainConfig`'s sections and their comments."
+    import astrai_nb.lora, astrai_nb.posttrain        # their sections: LoRA's settings, the reference's
     p = config_parser(TrainConfig, 'astrai_nb_train', 'Train a model (pretraining by default); runs '
                                                       'alone or under torchrun.',
                       {'train_type': TRAIN_TYPES, 'model': tuple(PRESETS)})

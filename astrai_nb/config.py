@@ -4,14 +4,15 @@
 
 # %% ../nbs/00_config.ipynb #218ee236
 from __future__ import annotations
-import json, math
+import json, math, functools
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['NORM_TYPES', 'ACTIVATIONS', 'INIT_FNS', 'PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES',
-           'KL_ESTIMATORS', 'Config', 'ModelConfig', 'source_names', 'DataMix', 'TrainConfig']
+           'Config', 'ModelConfig', 'source_names', 'DataMix', 'Settings', 'Sectioned', 'TrainConfig', 'DataSettings',
+           'ModelSettings', 'ScheduleSettings', 'OptimizerSettings', 'RunSettings', 'EvalSettings', 'HardwareSettings']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -60,7 +61,8 @@ class Config:
         "A config from a dict such as `to_dict` writes; unknown keys are an error."
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
-        if unknown: raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known fields: {sorted(known)}")
+        if unknown: raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; known fields: {sorted(known)}"
+                                     + (f"; {cls.unknown_hint}" if hasattr(cls, 'unknown_hint') else ''))
         return cls(**d)
 
 # %% ../nbs/00_config.ipynb #ba344e01
@@ -262,50 +264,117 @@ class DataMix:
     def __iter__(self): return iter(self.rates)
 
 # %% ../nbs/00_config.ipynb #5cc391ce
+class Settings:
+    "A section of a run's settings: subclass it as a dataclass beside the code that reads the fields, and register it with `Sectioned.add_section`."
+    title = 'settings'      # its group in --help
+    choices = {}            # field -> its allowed values
+
+    @classmethod
+    def validate(cls, run):
+        "Check this section's fields, given the whole config `run`; raise an error that names the bad field."
+
+class Sectioned(Config):
+    "A config whose fields are those of its sections (`sections`), in their order; each section validates its own."
+    sections = []
+    unknown_hint = 'each field is a setting of one of its sections'
+
+    @classmethod
+    def add_section(cls, section:type) -> type:
+        "Make the fields of the dataclass `section` fields of `cls` (a section of the same name is replaced: a cell run again); returns `section`, so it decorates."
+        names = {f.name for f in fields(section)}
+        for s in cls.sections:
+            if s.__name__ != section.__name__ and (both := names & {f.name for f in fields(s)}):
+                raise ValueError(f"{section.__name__} declares {sorted(both)}, already a setting of {s.__name__}")
+        old = [s.__name__ for s in cls.sections]
+        cls.sections = ([section if s.__name__ == section.__name__ else s for s in cls.sections] if section.__name__ in old
+                        else [*cls.sections, section])
+        new = {f.name: f.type for s in cls.sections for f in fields(s)}
+        for name in ('__init__', '__repr__', '__eq__', '__match_args__', *(set(cls.__dict__.get('__annotations__', {})) - set(new))):
+            if name in cls.__dict__: delattr(cls, name)     # written again by `dataclass` below, or a replaced section's field
+        cls.__annotations__ = new
+        for s in cls.sections:
+            for f in fields(s): setattr(cls, f.name, f.default)
+        cls.choices = {k: v for s in cls.sections for k, v in s.choices.items()}
+        dataclass(cls)
+        made = cls.__init__
+        def __init__(self, *args, **kw):
+            if unknown := sorted(set(kw) - set(new)): raise TypeError(f"unknown {cls.__name__} field(s) {unknown}; {cls.unknown_hint}")
+            made(self, *args, **kw)
+        cls.__init__ = functools.update_wrapper(__init__, made)
+        return section
+
+    def validate(self):
+        "Each section's checks, in the sections' order."
+        for s in self.sections: s.validate(self)
+        return self
+
+@dataclass
+class TrainConfig(Sectioned):
+    "The settings of a training run (the `astrai_nb_train` flags): the fields of its sections."
+    sections = []
+    unknown_hint = ("a setting of a train type or of a part of the run exists once the module that declares it is imported "
+                    "(astrai_nb.strategy, astrai_nb.lora, astrai_nb.posttrain); astrai_nb_train imports them all")
+
+# %% ../nbs/00_config.ipynb #316b1a3d
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
 PRECISIONS = ('auto', 'fp32', 'bf16', 'fp16')
 PARALLEL_MODES = ('none', 'ddp', 'fsdp')
 NAN_POLICIES = ('stop', 'skip')
-KL_ESTIMATORS = ('exact', 'nll_diff')
 
+def _at_least(run, lo, *names, none_ok:bool=False):
+    "Refuse any of the settings `names` of `run` below `lo` (None allowed where `none_ok`)."
+    for name in names:
+        v = getattr(run, name)
+        if v is None and none_ok: continue
+        if v < lo: raise ValueError(f"TrainConfig.{name} must be >= {lo}{' (or None)' * none_ok}, got {v}")
+
+def _only_for(run, train_type:str, *names, what:str=''):
+    "Refuse any of the settings `names` of `run` changed from its default on a run of another train type, which would ignore it."
+    if run.train_type == train_type: return
+    for name in names:
+        if getattr(run, name) != type(run).__dataclass_fields__[name].default:
+            raise ValueError(f"TrainConfig.{name} is only used by train_type {train_type!r}{what}, not {run.train_type!r}: drop it")
+
+@TrainConfig.add_section
 @dataclass
-class TrainConfig(Config):
-    "The settings of a training run (the `astrai_nb_train` flags)."
-    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft, dpo)
+class DataSettings(Settings):
+    "What the run trains on."
+    title = 'data'
+    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft, dpo); it decides the kind of data read
     train_type: str = 'seq'
-    dpo_beta: float = 0.1                 # DPO: beta, the strength of the pull towards the reference model
-    # DPO: the frozen reference's weights (a checkpoint step or Hugging Face directory); None: the starting weights
-    ref_path: str | None = None
-    group_size: int = 4                   # GRPO: samples per prompt, compared within their group
-    grpo_clip_eps: float = 0.2            # GRPO: the clipping range of the probability ratio
-    grpo_kl_coef: float = 0.01            # GRPO: weight of the squared log-ratio to the reference
-    grpo_temperature: float = 1.0         # GRPO: sampling temperature of the rollouts (> 0: a group must differ)
-    grpo_max_new_tokens: int = 32         # GRPO: the longest answer a rollout samples
-    grpo_iterations: int = 1              # GRPO: optimizer steps on each round of rollouts (> 1: the clipped ratio acts)
-    # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
-    grpo_reward: str | None = None
-    sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
-    kl_beta: float = 0.1                  # KL: weight of KL(policy ‖ the stage-1 snapshot) in stage 2 (0: only logged)
-    # KL: 'exact' (the sum over the vocabulary) or 'nll_diff' (policy NLL - stop-grad snapshot NLL of the target token)
-    kl_estimator: str = 'exact'
-    stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
-    stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
-    # KL: stage 2's own mixture, DIR=RATE ... (a {dir: rate} object in --config JSON); None: stage 2 goes on with stage 1's data
-    stage2_data_mix: list[str] | None = None
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     # instead of data_root_path: several prepared directories and their sampling rates, DIR=RATE ... (a {dir: rate} object in --config JSON)
     data_mix: list[str] | None = None
-    param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
-    ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
-    resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
-    # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
-    overwrite: bool = False
+    window_size: int | None = None        # tokens per training sequence; None: the model's max_seq_len
+    num_workers: int = 0                  # DataLoader worker processes
+
+    @classmethod
+    def validate(cls, run):
+        _at_least(run, 1, 'window_size', none_ok=True); _at_least(run, 0, 'num_workers')
+        if run.mix is not None and run.data_root_path is not None:     # `mix` parses data_mix here, once: its own checks
+            raise ValueError("TrainConfig.data_mix and TrainConfig.data_root_path are both given: pass data_root_path for one prepared "
+                             "directory or data_mix for several with their rates, not both")
+
+@TrainConfig.add_section
+@dataclass
+class ModelSettings(Settings):
+    "The model and its initial weights."
+    title = 'model'
     model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
-    lora_rank: int = 0                    # LoRA: rank r of the low-rank update W + (alpha/r)·B·A of each target layer; 0: train every weight
-    lora_alpha: float = 16.0              # LoRA: the update is scaled by alpha/r
-    lora_dropout: float = 0.0             # LoRA: dropout on the input of each update
-    lora_targets: str = 'wq,wk,wv,wo,w1,w2,w3'   # LoRA: the linear layers of every block that get an update (comma-separated)
+    param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
+
+    @classmethod
+    def validate(cls, run):
+        if run.model not in PRESETS and run.model_config is None:
+            raise ValueError(f"TrainConfig.model={run.model!r} is not a preset; choose one of {sorted(PRESETS)} or pass model_config")
+
+# %% ../nbs/00_config.ipynb #a1c3e5f7
+@TrainConfig.add_section
+@dataclass
+class ScheduleSettings(Settings):
+    "How long the run is, how big its batches are, and its learning rate over the steps."
+    title = 'schedule'
     max_steps: int | None = None          # optimizer steps to run; None: n_epoch epochs
     # or a token budget: input tokens of all ranks (tokens_seen); the run ends with the first step that reaches it
     max_tokens: int | None = None
@@ -315,7 +384,6 @@ class TrainConfig(Config):
     # sequences per optimizer step over all ranks; derives grad_accum_steps = it / (ranks x batch_per_device)
     global_batch_size: int | None = None
     global_batch_tokens: int | None = None  # or the global batch in tokens (sequences x window_size)
-    window_size: int | None = None        # tokens per training sequence; None: the model's max_seq_len
     warmup_ratio: float = 0.05            # fraction of the steps spent warming up
     max_lr: float = 3e-4                  # peak learning rate
     min_rate: float = 0.1                 # final learning rate as a fraction of max_lr
@@ -323,6 +391,28 @@ class TrainConfig(Config):
     cycle_length: int | None = None       # SGDR: steps of the first cycle; None: a seventh of the steps after warmup
     t_mult: int = 2                       # SGDR: growth of each cycle
     decay_ratio: float = 0.1              # WSD: fraction of the steps spent decaying
+    choices = {'schedule_type': SCHEDULE_TYPES}
+
+    @classmethod
+    def validate(cls, run):
+        _at_least(run, 1, 'n_epoch', 'batch_per_device', 'grad_accum_steps', 't_mult')
+        _at_least(run, 1, 'max_steps', 'cycle_length', 'max_tokens', 'global_batch_size', 'global_batch_tokens', none_ok=True)
+        if run.max_lr <= 0: raise ValueError(f"TrainConfig.max_lr must be > 0, got {run.max_lr}")
+        for name in ('min_rate', 'warmup_ratio', 'decay_ratio'):
+            if not 0 <= getattr(run, name) <= 1: raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(run, name)}")
+        if run.max_steps is not None and run.max_tokens is not None:
+            raise ValueError("TrainConfig.max_steps and max_tokens both set the length of the run: pass one "
+                             "(--max_steps N optimizer steps, or --max_tokens N input tokens)")
+        if run.global_batch_size is not None and run.global_batch_tokens is not None:
+            raise ValueError("TrainConfig.global_batch_size and global_batch_tokens both set the global batch: pass one "
+                             "(--global_batch_size N sequences, or --global_batch_tokens N tokens)")
+
+# %% ../nbs/00_config.ipynb #a1c3e5f8
+@TrainConfig.add_section
+@dataclass
+class OptimizerSettings(Settings):
+    "What an optimizer step does with the gradients, and with a loss that is not finite."
+    title = 'optimizer'
     max_grad_norm: float = 1.0            # clip the global gradient norm to this; 0: no clipping
     warmup_max_grad_norm: float | None = None  # the clipping limit of the warmup steps (0: none); None: max_grad_norm
     adamw_beta1: float = 0.9              # AdamW beta1
@@ -330,137 +420,76 @@ class TrainConfig(Config):
     adamw_weight_decay: float = 0.1       # AdamW decoupled weight decay, on matrices only
     label_smoothing: float = 0.0          # cross-entropy label smoothing
     loss_chunk_size: int = 1024           # tokens projected to logits at a time by the loss head; 0: all logits at once
+    nan_policy: str = 'stop'              # on a non-finite loss: stop with an error, or skip the step
+    choices = {'nan_policy': NAN_POLICIES}
+
+    @classmethod
+    def validate(cls, run):
+        _at_least(run, 0, 'max_grad_norm', 'adamw_weight_decay')
+        _at_least(run, 0, 'warmup_max_grad_norm', none_ok=True)
+        for name in ('adamw_beta1', 'adamw_beta2', 'label_smoothing'):
+            if not 0 <= getattr(run, name) < 1: raise ValueError(f"TrainConfig.{name} must be in [0, 1), got {getattr(run, name)}")
+        if run.loss_chunk_size < 0:
+            raise ValueError(f"TrainConfig.loss_chunk_size must be >= 0 (0: the whole logits at once), got {run.loss_chunk_size}")
+
+# %% ../nbs/00_config.ipynb #a1c3e5fa
+@TrainConfig.add_section
+@dataclass
+class RunSettings(Settings):
+    "Where the run writes, how often, and its seed."
+    title = 'run'
+    ckpt_dir: str = 'checkpoints'         # where checkpoints and metrics.jsonl go
+    resume: str | None = None             # 'auto' (newest complete checkpoint in ckpt_dir) or a step directory
+    # start over in a ckpt_dir that holds another run: delete its checkpoints and logs
+    overwrite: bool = False
     random_seed: int = 42                 # seeds the weights, the data order and every random number generator
     ckpt_interval: int = 100              # save a checkpoint every this many steps (and at the end)
     keep_last: int = 3                    # checkpoints to keep
     log_interval: int = 10                # write a metrics.jsonl row every this many steps
+    progress: bool = True                 # show a progress bar
+    tensorboard: bool = False             # also write the metrics as TensorBoard scalars to ckpt_dir/tensorboard
+
+    @classmethod
+    def validate(cls, run): _at_least(run, 1, 'ckpt_interval', 'keep_last', 'log_interval')
+
+@TrainConfig.add_section
+@dataclass
+class EvalSettings(Settings):
+    "Validation loss and task accuracy during the run."
+    title = 'evaluation'
     val_interval: int = 100               # validate every this many steps (and at the end); 0: never
     val_batches: int = 20                 # batches of validation data per evaluation; 0: all
     eval_task: str | None = None          # an eval.jsonl of task prompts and answers (or a directory holding one): greedy exact-match accuracy in the loop
     eval_interval: int = 100              # evaluate the task every this many steps (and at the end); 0: never
     eval_samples: int = 200               # task prompts per evaluation (the first ones of the file); 0: all
     eval_max_new_tokens: int = 16         # tokens each reply to a task prompt may take at most
+
+    @classmethod
+    def validate(cls, run):
+        _at_least(run, 0, 'val_interval', 'val_batches', 'eval_interval', 'eval_samples'); _at_least(run, 1, 'eval_max_new_tokens')
+        if run.eval_task is not None and run.parallel_mode == 'fsdp':
+            raise ValueError("TrainConfig.eval_task cannot be used with parallel_mode='fsdp': each rank holds only a shard of the weights, "
+                             "and generating on them would need every rank to run the same forward passes. Train with "
+                             "--parallel_mode ddp, or evaluate the saved checkpoints with astrai_nb_eval")
+
+@TrainConfig.add_section
+@dataclass
+class HardwareSettings(Settings):
+    "What the run computes on, and how."
+    title = 'hardware'
     precision: str = 'auto'               # auto (fp32 on CPU, bf16 on CUDA), fp32, bf16 or fp16
-    compile: bool = False                 # torch.compile the model
-    gradient_checkpointing: bool = False  # recompute block activations in the backward pass to save memory
-    nan_policy: str = 'stop'              # on a non-finite loss: stop with an error, or skip the step
     device: str = 'auto'                  # auto, cpu, cuda or cuda:N
-    num_workers: int = 0                  # DataLoader worker processes
     parallel_mode: str = 'none'           # none, ddp or fsdp
     nprocs: int = 1                       # processes to start when not under torchrun
-    progress: bool = True                 # show a progress bar
-    tensorboard: bool = False             # also write the metrics as TensorBoard scalars to ckpt_dir/tensorboard
+    compile: bool = False                 # torch.compile the model
+    gradient_checkpointing: bool = False  # recompute block activations in the backward pass to save memory
+    choices = {'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES}
 
-# %% ../nbs/00_config.ipynb #bcae6f8b
-TrainConfig.choices = {'schedule_type': SCHEDULE_TYPES, 'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES,
-                       'nan_policy': NAN_POLICIES, 'kl_estimator': KL_ESTIMATORS}
-# settings that a part of a run defined in a later notebook reads (`34_trainer`'s `RunPart`), and the module that registers
-# the part: a run that sets one while no registered part claims it is refused, instead of training without it
-TrainConfig.owners = {'lora_rank': 'astrai_nb.lora', 'ref_path': 'astrai_nb.posttrain', 'stage2_data_mix': 'astrai_nb.posttrain'}
-
-# %% ../nbs/00_config.ipynb #316b1a3d
-@patch
-def validate(self:TrainConfig):
-    "Check ranges and choices; raise an error that names the bad field."
-    T = 'TrainConfig'
-    for name in ('n_epoch', 'batch_per_device', 'grad_accum_steps', 'ckpt_interval', 'keep_last', 'log_interval', 't_mult', 'nprocs'):
-        if getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be >= 1, got {getattr(self, name)}")
-    for name in ('max_steps', 'window_size', 'cycle_length'):
-        v = getattr(self, name)
-        if v is not None and v < 1: raise ValueError(f"{T}.{name} must be >= 1 (or None), got {v}")
-    for name in ('val_interval', 'val_batches', 'num_workers', 'max_grad_norm', 'adamw_weight_decay'):
-        if getattr(self, name) < 0: raise ValueError(f"{T}.{name} must be >= 0, got {getattr(self, name)}")
-    if self.max_lr <= 0: raise ValueError(f"{T}.max_lr must be > 0, got {self.max_lr}")
-    if self.dpo_beta <= 0: raise ValueError(f"{T}.dpo_beta must be > 0 (typical: 0.1 to 0.5), got {self.dpo_beta}")
-    if self.group_size < 2: raise ValueError(f"{T}.group_size must be >= 2 (each answer is compared with its group), got {self.group_size}")
-    for name, lo in (('grpo_kl_coef', 0), ('sync_interval', 0), ('grpo_max_new_tokens', 1), ('grpo_iterations', 1)):
-        if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
-    if not 0 < self.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {self.grpo_clip_eps}")
-    if self.grpo_temperature <= 0:
-        raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
-    if self.grpo_iterations > 1:
-        if self.train_type != 'grpo': raise ValueError(f"{T}.grpo_iterations is only used by train_type 'grpo', not {self.train_type!r}: drop it")
-        for name in ('max_steps', 'ckpt_interval'):
-            v = getattr(self, name)
-            if v is not None and v % self.grpo_iterations:
-                raise ValueError(f"{T}.{name}={v} is not a multiple of grpo_iterations={self.grpo_iterations}: a round of rollouts "
-                                 f"trains {self.grpo_iterations} steps, and runs end and checkpoints are taken between rounds; "
-                                 f"use {name} {v - v % self.grpo_iterations or self.grpo_iterations} or {v - v % self.grpo_iterations + self.grpo_iterations}")
-    if self.kl_beta < 0: raise ValueError(f"{T}.kl_beta must be >= 0, got {self.kl_beta}")
-    for name in ('stage1_steps', 'stage1_tokens'):
-        v = getattr(self, name)
-        if v is not None and v < 0: raise ValueError(f"{T}.{name} must be >= 0 (or None), got {v}")
-        if v is not None and self.train_type != 'kl':
-            raise ValueError(f"{T}.{name} is only used by train_type 'kl' (the two-stage trainer), not {self.train_type!r}: drop it")
-    if self.train_type == 'kl':
-        given = [n for n in ('stage1_steps', 'stage1_tokens') if getattr(self, n) is not None]
-        if len(given) != 1:
-            raise ValueError(f"{T}.train_type='kl' needs the length of stage 1 in exactly one unit, got "
-                             f"{' and '.join(given) or 'neither'}: pass --stage1_steps N or --stage1_tokens N")
-        if self.ref_path is not None:
-            raise ValueError(f"{T}.ref_path is not used by train_type 'kl': its reference is the snapshot of the policy "
-                             "taken at the stage boundary; drop --ref_path")
-        if self.parallel_mode == 'fsdp':
-            raise ValueError(f"{T}.train_type='kl' cannot be used with parallel_mode='fsdp' yet: the stage-boundary snapshot "
-                             "is a whole copy of the model on each rank; use --parallel_mode ddp")
-    if self.train_type == 'grpo' and self.parallel_mode == 'fsdp':
-        raise ValueError(f"{T}.train_type='grpo' cannot be used with parallel_mode='fsdp' yet: the rollouts generate with "
-                         "the whole model on each rank; use --parallel_mode ddp")
-    if self.lora_rank < 0: raise ValueError(f"{T}.lora_rank must be >= 0 (0: train every weight; typical LoRA: 4 to 64), got {self.lora_rank}")
-    if self.lora_rank:
-        if self.lora_alpha <= 0: raise ValueError(f"{T}.lora_alpha must be > 0 (typical: 2 x lora_rank), got {self.lora_alpha}")
-        if not 0 <= self.lora_dropout < 1: raise ValueError(f"{T}.lora_dropout must be in [0, 1), got {self.lora_dropout}")
-        targets = [t.strip() for t in self.lora_targets.split(',')]
-        allowed = ('wq', 'wk', 'wv', 'wo', 'w1', 'w2', 'w3')
-        if (bad := [t for t in targets if t not in allowed]) or len(set(targets)) != len(targets):
-            raise ValueError(f"{T}.lora_targets={self.lora_targets!r}: {f'unknown {bad}' if bad else 'a layer named twice'}; choose among "
-                             f"{','.join(allowed)} (comma-separated, each once)")
-        if self.parallel_mode == 'fsdp':
-            raise ValueError(f"{T}.lora_rank={self.lora_rank} cannot be used with parallel_mode='fsdp' yet: with LoRA the weights "
-                             "are frozen and only the small adapters train, so --parallel_mode ddp holds little more per rank")
-        if self.ref_path is not None:
-            raise ValueError(f"{T}.ref_path is not used with LoRA: the reference is the base model itself, with the adapters "
-                             "switched off (no second copy); drop --ref_path, or train every weight (--lora_rank 0)")
-    for name, lo, hi in (('min_rate', 0, 1), ('warmup_ratio', 0, 1), ('decay_ratio', 0, 1)):
-        if not lo <= getattr(self, name) <= hi: raise ValueError(f"{T}.{name} must be in [{lo}, {hi}], "
-                                                                 f"got {getattr(self, name)}")
-    for name in ('max_tokens', 'global_batch_size', 'global_batch_tokens', 'warmup_max_grad_norm'):
-        v, lo = getattr(self, name), 0 if name == 'warmup_max_grad_norm' else 1
-        if v is not None and v < lo: raise ValueError(f"{T}.{name} must be >= {lo} (or None), got {v}")
-    if self.max_steps is not None and self.max_tokens is not None:
-        raise ValueError(f"{T}.max_steps and max_tokens both set the length of the run: pass one "
-                         "(--max_steps N optimizer steps, or --max_tokens N input tokens)")
-    if self.global_batch_size is not None and self.global_batch_tokens is not None:
-        raise ValueError(f"{T}.global_batch_size and global_batch_tokens both set the global batch: pass one "
-                         "(--global_batch_size N sequences, or --global_batch_tokens N tokens)")
-    for name in ('adamw_beta1', 'adamw_beta2', 'label_smoothing'):
-        if not 0 <= getattr(self, name) < 1: raise ValueError(f"{T}.{name} must be in [0, 1), got "
-                                                              f"{getattr(self, name)}")
-    if self.model not in PRESETS and self.model_config is None:
-        raise ValueError(f"{T}.model={self.model!r} is not a preset; choose one of {sorted(PRESETS)} "
-                         "or pass model_config")
-    if self.device != 'auto' and not (self.device == 'cpu' or self.device.startswith('cuda')):
-        raise ValueError(f"{T}.device={self.device!r}: use auto, cpu, cuda or cuda:N")
-    if self.mix is not None:                            # parsed here, once: the mixture's own checks
-        if self.data_root_path is not None:
-            raise ValueError(f"{T}.data_mix and {T}.data_root_path are both given: pass data_root_path for one prepared "
-                             "directory or data_mix for several with their rates, not both")
-    if self.stage2_data_mix is not None:
-        if self.train_type != 'kl':
-            raise ValueError(f"{T}.stage2_data_mix is only used by train_type 'kl' (the two-stage trainer), not {self.train_type!r}: drop it")
-        self.stage2_mix                                 # parsed here, once: the mixture's own checks
-        if self.max_steps is None and self.max_tokens is None:
-            raise ValueError(f"{T}.stage2_data_mix: the stages of this run read different data, so epochs do not measure it; "
-                             "set its length with --max_steps N or --max_tokens N")
-    for name, lo in (('eval_interval', 0), ('eval_samples', 0), ('eval_max_new_tokens', 1)):
-        if getattr(self, name) < lo: raise ValueError(f"{T}.{name} must be >= {lo}, got {getattr(self, name)}")
-    if self.eval_task is not None and self.parallel_mode == 'fsdp':
-        raise ValueError(f"{T}.eval_task cannot be used with parallel_mode='fsdp': each rank holds only a shard of the weights, "
-                         "and generating on them would need every rank to run the same forward passes. Train with "
-                         "--parallel_mode ddp, or evaluate the saved checkpoints with astrai_nb_eval")
-    if self.loss_chunk_size < 0:
-        raise ValueError(f"{T}.loss_chunk_size must be >= 0 (0: the whole logits at once), got {self.loss_chunk_size}")
-    return self
+    @classmethod
+    def validate(cls, run):
+        _at_least(run, 1, 'nprocs')
+        if run.device != 'auto' and not (run.device == 'cpu' or run.device.startswith('cuda')):
+            raise ValueError(f"TrainConfig.device={run.device!r}: use auto, cpu, cuda or cuda:N")
 
 # %% ../nbs/00_config.ipynb #08984006
 @patch
@@ -476,11 +505,6 @@ def _parsed(self:TrainConfig, name:str) -> DataMix|None:
 def mix(self:TrainConfig) -> DataMix|None:
     "`data_mix` as a `DataMix` (None without one), parsed when the config was checked."
     return self._parsed('data_mix')
-
-@patch(as_prop=True)
-def stage2_mix(self:TrainConfig) -> DataMix|None:
-    "kl's `stage2_data_mix` as a `DataMix` (None without one)."
-    return self._parsed('stage2_data_mix')
 
 @patch(as_prop=True)
 def data_dir(self:TrainConfig) -> str|None:

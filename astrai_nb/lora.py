@@ -12,7 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from safetensors.torch import save_file
-from .config import ModelConfig, TrainConfig
+from dataclasses import dataclass
+from .config import ModelConfig, TrainConfig, Settings
 from .model import Transformer
 from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, weights_sha256, weight_reader
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
@@ -25,7 +26,7 @@ __all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_
            'trainable_counts', 'is_lora_key', 'lora_state_dict', 'merged_state_dict', 'plain_model',
            'adapters_disabled', 'adapters_from', 'merge_lora', 'unmerge_lora', 'lora_shapes', 'lora_num_params',
            'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'describe_base',
-           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'LoRAPart',
+           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'LoRASettings', 'LoRAPart',
            'peft_state_dict', 'peft_config', 'export_peft']
 
 # %% ../nbs/35_lora.ipynb #7587339d
@@ -342,11 +343,36 @@ def load_lora_pretrained(path,                 # a LoRA checkpoint step director
 # %% ../nbs/35_lora.ipynb #5d798acc
 weight_reader('a LoRA checkpoint', lambda path: lora_meta(path) is not None)(checkpoint_state_dict)
 
+# %% ../nbs/35_lora.ipynb #d4e6f8a2
+@TrainConfig.add_section
+@dataclass
+class LoRASettings(Settings):
+    "LoRA's settings: with a lora_rank the run trains adapters over frozen weights (`LoRAPart`)."
+    title = 'lora'
+    lora_rank: int = 0                    # LoRA: rank r of the low-rank update W + (alpha/r)·B·A of each target layer; 0: train every weight
+    lora_alpha: float = 16.0              # LoRA: the update is scaled by alpha/r
+    lora_dropout: float = 0.0             # LoRA: dropout on the input of each update
+    lora_targets: str = 'wq,wk,wv,wo,w1,w2,w3'   # LoRA: the linear layers of every block that get an update (comma-separated)
+
+    @classmethod
+    def validate(cls, run):
+        T = 'TrainConfig'
+        if run.lora_rank < 0: raise ValueError(f"{T}.lora_rank must be >= 0 (0: train every weight; typical LoRA: 4 to 64), got {run.lora_rank}")
+        if not run.lora_rank: return
+        if run.lora_alpha <= 0: raise ValueError(f"{T}.lora_alpha must be > 0 (typical: 2 x lora_rank), got {run.lora_alpha}")
+        if not 0 <= run.lora_dropout < 1: raise ValueError(f"{T}.lora_dropout must be in [0, 1), got {run.lora_dropout}")
+        targets = [t.strip() for t in run.lora_targets.split(',')]
+        if (bad := [t for t in targets if t not in LORA_TARGETS]) or len(set(targets)) != len(targets):
+            raise ValueError(f"{T}.lora_targets={run.lora_targets!r}: {f'unknown {bad}' if bad else 'a layer named twice'}; choose among "
+                             f"{','.join(LORA_TARGETS)} (comma-separated, each once)")
+        if run.parallel_mode == 'fsdp':
+            raise ValueError(f"{T}.lora_rank={run.lora_rank} cannot be used with parallel_mode='fsdp' yet: with LoRA the weights "
+                             "are frozen and only the small adapters train, so --parallel_mode ddp holds little more per rank")
+
 # %% ../nbs/35_lora.ipynb #37068ed4
 @run_part
 class LoRAPart(RunPart):
     "LoRA adapters over frozen starting weights, as a part of a run: checked, counted, added, saved alone, restored over their base."
-    settings = ('lora_rank', 'lora_alpha', 'lora_dropout', 'lora_targets')
     partial_checkpoints = shares_reference = True
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool: return bool(config.lora_rank)

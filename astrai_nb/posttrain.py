@@ -4,19 +4,20 @@
 
 # %% ../nbs/36_posttrain.ipynb #cdbe2e30
 from __future__ import annotations
-import copy, hashlib
+import copy, hashlib, json
 from pathlib import Path
 from types import SimpleNamespace
 from torch.utils.data import DataLoader
 from fastcore.basics import patch
-from .config import TrainConfig
+from dataclasses import dataclass
+from .config import TrainConfig, Settings
 from .strategy import StrategyFactory
 from .checkpoint import Checkpoint, check_checkpoint, weights_sha256, check_fits, TOKENIZER_FIELDS
 from .trainer import RunPart, run_part, TrainContext, load_initial_weights, memory_needs
-from .batches import load_mix
+from .batches import load_mix, mixture_info, _same_kind
 
 # %% auto #0
-__all__ = ['check_reference', 'ReferencePart', 'StageBoundary']
+__all__ = ['check_reference', 'ReferenceSettings', 'ReferencePart', 'StageBoundary']
 
 # %% ../nbs/36_posttrain.ipynb #4a3d43cc
 def _reference_source(c:TrainConfig) -> dict:
@@ -43,12 +44,32 @@ def check_reference(path, info:dict, train_type:str):
                          f"sha256 {saved['sha256'][:12]}…; this run: {_describe(info)}, sha256 {info['sha256'][:12]}…); "
                          f"resume with the reference it was trained against ({how})")
 
+# %% ../nbs/36_posttrain.ipynb #e5f7a9b2
+@TrainConfig.add_section
+@dataclass
+class ReferenceSettings(Settings):
+    "Where the frozen reference model comes from (`ReferencePart`)."
+    title = 'reference'
+    # DPO, GRPO: the frozen reference's weights (a checkpoint step or Hugging Face directory); None: the starting weights
+    ref_path: str | None = None
+
+    @classmethod
+    def validate(cls, run):
+        if run.ref_path is None: return
+        uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference and t != 'kl']
+        if run.train_type not in uses:
+            raise ValueError(f"TrainConfig.ref_path is only used by train types with a reference model ({', '.join(uses)}), not "
+                             f"train_type {run.train_type!r}" + (": kl's reference is the snapshot of the policy taken at the stage "
+                             "boundary" if run.train_type == 'kl' else '') + "; drop --ref_path")
+        if getattr(run, 'lora_rank', 0):
+            raise ValueError("TrainConfig.ref_path is not used with LoRA: the reference is the base model itself, with the adapters "
+                             "switched off (no second copy); drop --ref_path, or train every weight (--lora_rank 0)")
+
 # %% ../nbs/36_posttrain.ipynb #69764fca
 @run_part
 class ReferencePart(RunPart):
     "The frozen reference model of a strategy that needs one: built from the starting weights or --ref_path, checked on resume, saved once synced."
     order = 5                                          # its sync comes before the checkpoint of the same step
-    settings = ('ref_path', 'sync_interval')
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool:
         return StrategyFactory.registry[config.train_type].needs_reference or config.ref_path is not None
@@ -56,12 +77,7 @@ class ReferencePart(RunPart):
     def check(self, b):
         "Refuse a `ref_path` the strategy does not use, that does not exist, or whose model or tokenizer differs from this run's."
         c = self.config
-        if c.ref_path is None: return
-        if not b.strategy.needs_reference:
-            # kl's reference is its own stage-1 snapshot, not a path
-            uses = [t for t, s in StrategyFactory.registry.items() if s.needs_reference and t != 'kl']
-            raise ValueError(f"--ref_path is only used by train types with a reference model ({', '.join(uses)}), "
-                             f"not --train_type {c.train_type}: drop --ref_path")
+        if c.ref_path is None: return                  # a train type that reads none was refused by ReferenceSettings
         path = Path(c.ref_path)
         if not path.exists():
             raise FileNotFoundError(f"--ref_path {path} does not exist: pass a checkpoint step directory or a Hugging Face "
@@ -136,12 +152,20 @@ def _stage2_seed(seed:int) -> int:
 class StageBoundary(RunPart):
     "kl's two stages: at the end of stage 1, copy the policy into the frozen snapshot and switch the strategy (and, with `stage2_data_mix`, the data) to stage 2."
     order = 5                                          # after the step's update, before its checkpoint
-    settings = ('stage1_steps', 'stage1_tokens', 'stage2_data_mix')
     @classmethod
     def wanted(cls, config:TrainConfig) -> bool: return config.train_type == 'kl'
     def __init__(self, config:TrainConfig):
         super().__init__(config)
         self.steps, self.tokens = config.stage1_steps, config.stage1_tokens   # stage 1 ends after so many steps, or tokens
+
+    def identify(self, b):
+        "Stage 2's mixture joins the data's identity, under `stage2` and in the `data_hash`: the same kind and tokenizer as stage 1's."
+        c = self.config
+        if c.stage2_data_mix is None or b.data is None: return
+        stage2 = mixture_info(c.stage2_mix, '--stage2_data_mix')
+        _same_kind('--stage2_data_mix', c.stage2_mix.dirs[0], stage2, c.data_dir, b.data)
+        both = json.dumps([b.data['data_hash'], stage2['data_hash']])
+        b.data = {**b.data, 'data_hash': hashlib.sha256(both.encode()).hexdigest(), 'stage2': stage2}
 
     def after_data(self, b):
         "Stage 2's own loader, sampler and epoch length, when it has a mixture of its own; validation stays on stage 1's held-out data."

@@ -8,15 +8,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from .config import TrainConfig
+from dataclasses import dataclass
+from fastcore.basics import patch
+from .config import TrainConfig, Settings, DataMix, _at_least, _only_for
 from .losses import (lm_loss, dpo_loss, grpo_loss, reward_pairwise_loss,
                               kl_to_reference, chunked_lm_loss, IGNORE_INDEX)
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['REWARD_HEAD', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll', 'Strategy', 'SEQStrategy', 'SFTStrategy',
-           'pair_rows', 'pair_metrics', 'DPOStrategy', 'check_language_model', 'add_reward_head', 'last_positions',
-           'sequence_rewards', 'RMStrategy', 'GRPOStrategy', 'KLStrategy', 'StrategyFactory']
+__all__ = ['REWARD_HEAD', 'KL_ESTIMATORS', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll', 'Strategy', 'SEQStrategy',
+           'SFTStrategy', 'pair_rows', 'pair_metrics', 'DPOSettings', 'DPOStrategy', 'check_language_model',
+           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOSettings', 'GRPOStrategy',
+           'KLSettings', 'KLStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def target_mask(batch:dict) -> Tensor:   # (B, T) bool
@@ -117,6 +120,18 @@ def _check_pairs(batch:dict, train_type:str) -> int:
                          "sequences): prepare the data with --kind dpo")
     return len(batch['chosen_input_ids'])
 
+# %% ../nbs/23_strategy.ipynb #c3d5e7f2
+@TrainConfig.add_section
+@dataclass
+class DPOSettings(Settings):
+    "DPO's settings (the frozen reference's weights are `36_posttrain`'s `ref_path`)."
+    title = 'dpo'
+    dpo_beta: float = 0.1                 # DPO: beta, the strength of the pull towards the reference model
+
+    @classmethod
+    def validate(cls, run):
+        if run.dpo_beta <= 0: raise ValueError(f"TrainConfig.dpo_beta must be > 0 (typical: 0.1 to 0.5), got {run.dpo_beta}")
+
 # %% ../nbs/23_strategy.ipynb #12049ff8
 class DPOStrategy(Strategy):
     "DPO against a frozen reference model: -log sigmoid of beta times the margin of log-ratios, summed over pairs."
@@ -208,6 +223,42 @@ class RMStrategy(Strategy):
         return {'loss': reward_pairwise_loss(chosen, rejected) * B,                   # the mean over pairs, times pairs
                 **pair_metrics(chosen, rejected)}
 
+# %% ../nbs/23_strategy.ipynb #c3d5e7f4
+@TrainConfig.add_section
+@dataclass
+class GRPOSettings(Settings):
+    "GRPO's settings."
+    title = 'grpo'
+    group_size: int = 4                   # GRPO: samples per prompt, compared within their group
+    grpo_clip_eps: float = 0.2            # GRPO: the clipping range of the probability ratio
+    grpo_kl_coef: float = 0.01            # GRPO: weight of the squared log-ratio to the reference
+    grpo_temperature: float = 1.0         # GRPO: sampling temperature of the rollouts (> 0: a group must differ)
+    grpo_max_new_tokens: int = 32         # GRPO: the longest answer a rollout samples
+    grpo_iterations: int = 1              # GRPO: optimizer steps on each round of rollouts (> 1: the clipped ratio acts)
+    # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
+    grpo_reward: str | None = None
+    sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
+
+    @classmethod
+    def validate(cls, run):
+        T = 'TrainConfig'
+        if run.group_size < 2: raise ValueError(f"{T}.group_size must be >= 2 (each answer is compared with its group), got {run.group_size}")
+        _at_least(run, 0, 'grpo_kl_coef', 'sync_interval'); _at_least(run, 1, 'grpo_max_new_tokens', 'grpo_iterations')
+        if not 0 < run.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {run.grpo_clip_eps}")
+        if run.grpo_temperature <= 0:
+            raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
+        _only_for(run, 'grpo', 'grpo_iterations')
+        if run.train_type != 'grpo': return
+        k = run.grpo_iterations
+        for name in ('max_steps', 'ckpt_interval'):
+            v = getattr(run, name)
+            if v is not None and v % k:
+                raise ValueError(f"{T}.{name}={v} is not a multiple of grpo_iterations={k}: a round of rollouts trains {k} steps, and runs "
+                                 f"end and checkpoints are taken between rounds; use {name} {v - v % k or k} or {v - v % k + k}")
+        if run.parallel_mode == 'fsdp':
+            raise ValueError(f"{T}.train_type='grpo' cannot be used with parallel_mode='fsdp' yet: the rollouts generate with "
+                             "the whole model on each rank; use --parallel_mode ddp")
+
 # %% ../nbs/23_strategy.ipynb #51eaee73
 class GRPOStrategy(Strategy):
     "GRPO: each prompt's group of answers sampled from the current weights, scored, and trained on by the clipped objective."
@@ -248,6 +299,46 @@ class GRPOStrategy(Strategy):
         clipped = ((logps - old).exp() - 1).abs().detach() > c.grpo_clip_eps
         return {'loss': per_answer(per_token), 'reward': batch['rewards'].sum(), 'reward_failed': batch['reward_failed'].sum(),
                 'kl': per_answer(d.exp() - d - 1), 'clip_frac': per_answer(clipped.float()), 'response_len': mask.sum()}
+
+# %% ../nbs/23_strategy.ipynb #c3d5e7f6
+KL_ESTIMATORS = ('exact', 'nll_diff')
+
+@TrainConfig.add_section
+@dataclass
+class KLSettings(Settings):
+    "kl's settings: the KL term of stage 2, and the two stages."
+    title = 'kl (the two-stage trainer)'
+    kl_beta: float = 0.1                  # KL: weight of KL(policy ‖ the stage-1 snapshot) in stage 2 (0: only logged)
+    # KL: 'exact' (the sum over the vocabulary) or 'nll_diff' (policy NLL - stop-grad snapshot NLL of the target token)
+    kl_estimator: str = 'exact'
+    stage1_steps: int | None = None       # KL: optimizer steps of stage 1 (plain pretraining); or stage1_tokens
+    stage1_tokens: int | None = None      # KL: tokens of stage 1 (tokens_seen, all ranks): it ends with the step that reaches them
+    # KL: stage 2's own mixture, DIR=RATE ... (a {dir: rate} object in --config JSON); None: stage 2 goes on with stage 1's data
+    stage2_data_mix: list[str] | None = None
+    choices = {'kl_estimator': KL_ESTIMATORS}
+
+    @classmethod
+    def validate(cls, run):
+        T = 'TrainConfig'
+        _at_least(run, 0, 'kl_beta'); _at_least(run, 0, 'stage1_steps', 'stage1_tokens', none_ok=True)
+        _only_for(run, 'kl', 'stage1_steps', 'stage1_tokens', 'stage2_data_mix', what=' (the two-stage trainer)')
+        run.stage2_mix                                  # parsed here, once: the mixture's own checks
+        if run.train_type != 'kl': return
+        given = [n for n in ('stage1_steps', 'stage1_tokens') if getattr(run, n) is not None]
+        if len(given) != 1:
+            raise ValueError(f"{T}.train_type='kl' needs the length of stage 1 in exactly one unit, got "
+                             f"{' and '.join(given) or 'neither'}: pass --stage1_steps N or --stage1_tokens N")
+        if run.parallel_mode == 'fsdp':
+            raise ValueError(f"{T}.train_type='kl' cannot be used with parallel_mode='fsdp' yet: the stage-boundary snapshot "
+                             "is a whole copy of the model on each rank; use --parallel_mode ddp")
+        if run.stage2_data_mix is not None and run.max_steps is None and run.max_tokens is None:
+            raise ValueError(f"{T}.stage2_data_mix: the stages of this run read different data, so epochs do not measure it; "
+                             "set its length with --max_steps N or --max_tokens N")
+
+@patch(as_prop=True)
+def stage2_mix(self:TrainConfig) -> DataMix|None:
+    "kl's `stage2_data_mix` as a `DataMix` (None without one)."
+    return self._parsed('stage2_data_mix')
 
 # %% ../nbs/23_strategy.ipynb #7f3b0d52
 class KLStrategy(SEQStrategy):

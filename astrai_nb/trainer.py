@@ -282,7 +282,6 @@ def update(self:Trainer):
 # %% ../nbs/34_trainer.ipynb #b8b7571a
 class RunPart(Callback):
     "What a run adds around the plain loop for one feature: a callback that also hears the builder (`b`) and the checkpoint."
-    settings: tuple = ()             # the TrainConfig fields it reads (a run that sets one with no part registered is refused)
     partial_checkpoints = False      # its checkpoints hold only what trains: a resume reads --param_path's weights too
     shares_reference = False         # it serves as the reference model without a second copy of the weights
     def __init__(self, config:TrainConfig): self.config = config
@@ -290,6 +289,7 @@ class RunPart(Callback):
     def wanted(cls, config:TrainConfig) -> bool: return False                        # whether a run of `config` needs it
     @classmethod
     def refuse_resume(cls, config:TrainConfig, meta:dict, path): pass               # raise: a checkpoint this run cannot continue
+    def identify(self, b): pass                                                      # add what it reads to the data's identity `b.data`
     def check(self, b): pass                                                         # refuse before anything is allocated
     def memory(self, b, need:dict): pass                                             # add or change bytes: {what: bytes}
     def after_model(self, b): pass                                                   # the model holds its starting weights
@@ -391,7 +391,7 @@ def default_callbacks(self:TrainContextBuilder) -> list[Callback]:
            CheckpointSaver(c.ckpt_interval, c.keep_last)]
     if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
     if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
-    if isinstance(getattr(self, 'sampler', None), MixtureSampler) or c.stage2_data_mix is not None: cbs.append(SourceTokens())
+    if isinstance(getattr(self, 'sampler', None), MixtureSampler) or self.stage2_data is not None: cbs.append(SourceTokens())
     if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
     if self.rank == 0:
         cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
@@ -415,11 +415,6 @@ def partial_checkpoints(self:TrainContextBuilder) -> bool:
 def setup(self:TrainContextBuilder):
     "The strategy, the run's parts, the seed, the executor, the device and the compute precision."
     c = self.config
-    default, claimed = {f.name: f.default for f in fields(c)}, {s for P in RUN_PARTS for s in P.settings}
-    for name, module in type(c).owners.items():           # a setting whose part was never imported would be ignored
-        if getattr(c, name) != default[name] and name not in claimed:
-            raise ValueError(f"--{name} {getattr(c, name)} is read by a part of the run that {module} defines, which is not imported: "
-                             f"import {module} (astrai_nb_train does)")
     self.strategy = StrategyFactory.create(c.train_type, c)
     self.parts = sorted(parts_for(c) if self.parts is None else self.parts, key=attrgetter('order'))
     # what parts build: a frozen reference, or a view of the model that can serve as one; a second data stage
@@ -491,6 +486,7 @@ def resolve(self:TrainContextBuilder):
     if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or self.partial_checkpoints)
     from astrai_nb.batches import run_data_info   # here, not at the top: a context built on given datasets never reads a directory
     self.data = run_data_info(c) if self.datasets is None else None
+    self.fire('identify')                    # what parts read joins the identity: a resume checks it all
     self.model_config = self._model_config(self.data['vocab_size'] if self.data else None)
     kind = self.strategy.data_kind
     if self.data is not None and self.data['kind'] != kind:
