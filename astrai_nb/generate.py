@@ -103,12 +103,15 @@ def filter_sorted(s:Tensor,            # (B, V) logits sorted in descending orde
                   top_p:Tensor,        # (B,) in (0, 1], 1: off
                   min_p:Tensor         # (B,) in [0, 1], 0: off
                  ) -> Tensor:          # (B, V) the same, -inf where a token is dropped
-    "Top-k, then top-p, then min-p on sorted logits, each row with its own settings; the first token is always kept."
+    "Top-k, then top-p, then min-p on sorted logits, as transformers' warpers, each row with its own settings; the first token is always kept."
     V = s.shape[-1]
-    rank = torch.arange(V, device=s.device)                                                 # (V,)
-    s = s.masked_fill(rank >= torch.where(top_k > 0, top_k, V)[:, None], float('-inf'))    # top-k
+    kth = s.gather(-1, (torch.where(top_k > 0, top_k.clamp(max=V), V) - 1)[:, None])        # (B, 1) the k-th logit
+    s = s.masked_fill(s < kth, float('-inf'))                                               # top-k: its ties stay
     p = s.softmax(-1)                                                                       # (B, V)
-    s = s.masked_fill(p.cumsum(-1) - p >= top_p[:, None], float('-inf'))                   # top-p: the mass before is enough
+    tail = p.flip(-1).cumsum(-1).flip(-1)                                                   # mass from each token to the end
+    drop = (tail <= 1 - top_p[:, None]) & (top_p < 1)[:, None]                              # top-p (1: off, exactly)
+    drop[:, 0] = False
+    s = s.masked_fill(drop, float('-inf'))
     return s.masked_fill(p < min_p[:, None] * p[:, :1], float('-inf'))                     # min-p, relative to the first
 
 def filter_logits(logits:Tensor,       # (B, V) logits in vocabulary order

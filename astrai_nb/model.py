@@ -13,6 +13,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from .config import ModelConfig
 from .rope import precompute_rope
+from fastcore.basics import patch
+from .mask import causal_mask
 from .attention import Attention, KVCache, row_causal_mask
 
 # %% auto #0
@@ -86,10 +88,17 @@ class Transformer(nn.Module):
         self.init_weights()
 
     def init_rope(self):
-        "(Re)compute the RoPE tables on the device of the weights."
-        cos, sin = precompute_rope(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta,
-                                   device=self.tok_embeddings.weight.device)
+        "(Re)compute the RoPE tables on the device of the weights: in float32, or in float64 for a float64 model."
+        w = self.tok_embeddings.weight
+        cos, sin = precompute_rope(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta, device=w.device,
+                                   dtype=torch.float64 if w.dtype == torch.float64 else torch.float32)
         self.rope_cos, self.rope_sin = cos, sin
+
+    def _apply(self, fn, recurse=True):
+        "Cast and move as any module; made float64 (`.double()`), the RoPE tables are computed again in float64, not float32 rounded up."
+        super()._apply(fn, recurse)
+        if self.rope_cos.dtype == torch.float64 and self.tok_embeddings.weight.dtype == torch.float64: self.init_rope()
+        return self
 
     def init_weights(self, std:float|None=None):
         "Draw the weights by `cfg.init_fn` (std: `cfg.init_std` unless given); biases and norm shifts 0, norm gains 1."
@@ -109,12 +118,13 @@ class Transformer(nn.Module):
     def forward(self, input_ids:Tensor,               # (B, T) token ids
                 start_pos:int|Tensor=0,               # position of the first token (with a KV cache); a (B,) tensor: one per row
                 kv_caches:list[KVCache]|None=None,    # one cache per layer, from `make_kv_caches`
-                mask:Tensor|None=None,                # additive mask broadcastable to (B, H, T, S); None: causal
+                mask:Tensor|None=None,                # more keys to hide, broadcastable to (B, H, T, S): additive, or bool (True: see); always causal too
                 hidden:bool=False,                    # True: the normed final hidden states (B, T, dim) instead of logits
                 head:Callable|None=None               # head(hidden, weight) in place of the projection: a loss head (23_strategy)
                ) -> Tensor:                           # (B, T, vocab_size) logits, the hidden states, or what `head` returns
         "Logits of the next token at every position (or the hidden states they are projected from, or a head's result)."
         B, T = input_ids.shape
+        if mask is not None: mask = self.with_causal(mask, start_pos, T, T if kv_caches is None else None)
         if isinstance(start_pos, Tensor): start_pos, cos, sin, mask = self._row_positions(start_pos, T, mask)
         else:
             if start_pos + T > self.cfg.max_seq_len:
@@ -145,6 +155,20 @@ class Transformer(nn.Module):
         w = self.tok_embeddings.weight
         return [KVCache(batch_size, max_seq_len or self.cfg.max_seq_len, self.cfg.n_kv_heads, self.cfg.head_dim,
                         device=device or w.device, dtype=dtype or w.dtype) for _ in self.layers]
+
+# %% ../nbs/13_model.ipynb #b8d0f2a2
+@patch
+def with_causal(self:Transformer, mask:Tensor,      # additive (0: see, -inf: hide) or bool (True: see), broadcastable to (B, H, T, S)
+                start_pos:int|Tensor, T:int,        # the queries' first position(s), their number
+                S:int|None=None                     # keys; None: start_pos + T (a KV cache), or the mask's own length per row
+               ) -> Tensor:                         # the additive mask plus the causal one, in at least the model's precision
+    "`mask` added to the causal mask of `T` queries at `start_pos`: it can hide more keys, never show a later one."
+    w = self.tok_embeddings.weight.dtype
+    if mask.dtype == torch.bool: mask = torch.zeros(mask.shape, dtype=w, device=mask.device).masked_fill(~mask, float('-inf'))
+    if torch.finfo(mask.dtype).bits < torch.finfo(w).bits: mask = mask.to(w)
+    if isinstance(start_pos, Tensor):
+        return mask + row_causal_mask(start_pos.to(mask.device), T, mask.shape[-1], dtype=mask.dtype)
+    return mask + causal_mask(T, S or start_pos + T, device=mask.device, dtype=mask.dtype)
 
 # %% ../nbs/13_model.ipynb #e5f6990d
 def param_counts(cfg:ModelConfig) -> dict[str, int]:

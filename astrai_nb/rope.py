@@ -12,20 +12,22 @@ __all__ = ['rope_frequencies', 'precompute_rope', 'rotate_half', 'apply_rotary_e
 
 # %% ../nbs/11_rope.ipynb #142761a7
 def rope_frequencies(head_dim:int,            # dimension of one attention head (even)
-                     theta:float=10000.0      # the base
+                     theta:float=10000.0,     # the base
+                     dtype=torch.float32      # float64 for a float64 model
                     ) -> Tensor:              # (head_dim/2,) angle per position of each pair
     "The RoPE frequencies theta_i = base^(-2i/d)."
     if head_dim % 2: raise ValueError(f"RoPE needs an even head_dim, got {head_dim}")
-    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    return 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=dtype) / head_dim)
 
 def precompute_rope(head_dim:int,             # dimension of one attention head (even)
                     max_seq_len:int,          # positions to precompute
                     theta:float=10000.0,      # the base
-                    device=None               # device of the tables
-                   ) -> tuple[Tensor, Tensor]: # cos, sin: (max_seq_len, head_dim), fp32
+                    device=None,              # device of the tables
+                    dtype=torch.float32       # computed in: float32 (as transformers), float64 for a float64 model
+                   ) -> tuple[Tensor, Tensor]: # cos, sin: (max_seq_len, head_dim)
     "cos and sin of m·theta_i for every position m, each angle repeated for both halves of the head."
-    freqs = rope_frequencies(head_dim, theta).to(device)                   # (hd/2,)
-    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32, device=device), freqs)  # (T, hd/2)
+    freqs = rope_frequencies(head_dim, theta, dtype).to(device)            # (hd/2,)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=dtype, device=device), freqs)  # (T, hd/2)
     angles = torch.cat([angles, angles], dim=-1)                            # (T, hd)
     return angles.cos(), angles.sin()
 

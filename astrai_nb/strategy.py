@@ -37,12 +37,14 @@ def token_nll(model:nn.Module,              # a language model, or a DDP / FSDP 
               target_ids:Tensor,            # (B, T); IGNORE_INDEX where no loss is wanted
               chunk_size:int=0,             # > 0: the chunked loss head inside forward; 0: the whole logits at once
               label_smoothing:float=0.0,    # epsilon of label smoothing
-              mask:Tensor|None=None         # attention mask (packed rows: `document_mask`); None: causal
+              mask:Tensor|None=None,        # attention mask (packed rows: `document_mask`); None: causal
+              temperature:float=1.0         # score softmax(logits / temperature): the distribution a rollout sampled from
              ) -> Tensor:                   # (B, T) -log p(target), 0 where the target is ignored
     "Per-token (label-smoothed) negative log-likelihood of `target_ids` under `model`: the one loss head every strategy uses."
     if not chunk_size:
-        return lm_loss(model(input_ids, mask=mask), target_ids, label_smoothing=label_smoothing, reduction='none')
-    head = lambda h, w: chunked_lm_loss(h, w, target_ids, label_smoothing=label_smoothing, reduction='none', chunk_size=chunk_size)
+        return lm_loss(model(input_ids, mask=mask) / temperature, target_ids, label_smoothing=label_smoothing, reduction='none')
+    head = lambda h, w: chunked_lm_loss(h / temperature, w, target_ids, label_smoothing=label_smoothing, reduction='none',
+                                        chunk_size=chunk_size)            # (h / T) wᵀ = logits / T
     return model(input_ids, mask=mask, head=head)
 
 # %% ../nbs/23_strategy.ipynb #ee78a26c
@@ -288,8 +290,10 @@ class GRPOStrategy(Strategy):
             raise ValueError("GRPOStrategy needs a frozen reference model: GRPOStrategy(config, reference=model) "
                              "(the trainer builds it from --ref_path or the starting weights)")
         c, mask = self.config, batch['response_mask'].float()                          # (N, T)
-        logps = -token_nll(model, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)     # (N, T)
-        with torch.no_grad(): ref = -token_nll(self.reference, batch['input_ids'], batch['target_ids'], c.loss_chunk_size)
+        # every log-prob at the rollouts' temperature: the distribution the answers were sampled from (as TRL)
+        nll = lambda m: token_nll(m, batch['input_ids'], batch['target_ids'], c.loss_chunk_size, temperature=c.grpo_temperature)
+        logps = -nll(model)                                                           # (N, T)
+        with torch.no_grad(): ref = -nll(self.reference)
         # the weights that sampled them: this step's on the first update of a round, recorded for the round's later ones
         old = batch.setdefault('old_logps', logps.detach())                           # (N, T)
         per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none')
