@@ -92,7 +92,7 @@ def explicit_attention(q:Tensor,              # (B, H, T, hd) queries
     k, v = repeat_kv(k, n_rep), repeat_kv(v, n_rep)                               # (B, H, S, hd)
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])                   # (B, H, T, S)
     if mask is not None: scores = scores + mask
-    weights = torch.softmax(scores.float(), dim=-1).type_as(q)                   # (B, H, T, S)
+    weights = torch.softmax(scores.to(torch.promote_types(q.dtype, torch.float32)), dim=-1).type_as(q)   # at least fp32
     return F.dropout(weights, dropout_p) @ v, weights                           # (B, H, T, hd), (B, H, T, S)
 
 # %% ../nbs/12_attention.ipynb #d5d9d64c
@@ -127,7 +127,7 @@ class Attention(nn.Module):
         qkv = qkv.view(B, T, H + 2 * KV, hd)                                          # (B, T, H+2KV, hd)
         qk = qkv[:, :, :H + KV]                                                       # (B, T, H+KV, hd)
         if self.rope_full_precision:              # rotate in fp32 with the fp32 tables, round once back (OLMo)
-            qk = apply_rotary_emb(qk.float(), cos.unsqueeze(-2), sin.unsqueeze(-2)).to(qkv.dtype)
+            qk = apply_rotary_emb(qk.to(torch.promote_types(qk.dtype, torch.float32)), cos.unsqueeze(-2), sin.unsqueeze(-2)).to(qkv.dtype)
         else: qk = apply_rotary_emb(qk, cos.unsqueeze(-2), sin.unsqueeze(-2))        # in qkv's dtype
         q, k = qk.transpose(1, 2).split((H, KV), dim=1)                               # (B, H, T, hd), (B, KV, T, hd)
         return q, k, qkv[:, :, H + KV:].transpose(1, 2)                               # v: (B, KV, T, hd)

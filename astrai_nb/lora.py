@@ -139,7 +139,7 @@ def merged_state_dict(model:nn.Module) -> dict[str, Tensor]:
     out = {k: v for k, v in sd.items() if not is_lora_key(k)}
     for n, m in layers.items():
         w = sd[f'{n}.weight']
-        if m.mode != 'merged': out[f'{n}.weight'] = (w.float() + m.delta().detach().float()).to(w.dtype)
+        if m.mode != 'merged': out[f'{n}.weight'] = (w.to(up := torch.promote_types(w.dtype, torch.float32)) + m.delta().detach().to(up)).to(w.dtype)
     if model.cfg.tie_embeddings: out['output.weight'] = out['tok_embeddings.weight']
     return out
 

@@ -10,8 +10,9 @@ from torch import Tensor
 from .examples import IGNORE_INDEX
 
 # %% auto #0
-__all__ = ['lm_loss', 'token_logprobs', 'sequence_logprobs', 'dpo_loss', 'grpo_advantages', 'grpo_loss', 'reward_pairwise_loss',
-           'kl_to_reference', 'chunked_lm_loss', 'chunked_token_logprobs', 'chunked_sequence_logprobs']
+__all__ = ['GRPO_SCALES', 'GRPO_KL_ESTIMATORS', 'lm_loss', 'token_logprobs', 'sequence_logprobs', 'dpo_loss', 'grpo_advantages',
+           'grpo_loss', 'reward_pairwise_loss', 'kl_to_reference', 'chunked_lm_loss', 'chunked_token_logprobs',
+           'chunked_sequence_logprobs']
 
 # %% ../nbs/20_losses.ipynb #68181825
 def _wide(x:Tensor) -> Tensor:
@@ -75,16 +76,29 @@ def dpo_loss(policy_chosen_logps:Tensor,    # (B,) log pi(chosen | prompt)
     return loss, chosen.detach(), rejected.detach()
 
 # %% ../nbs/20_losses.ipynb #f55a591b
-def grpo_advantages(rewards:Tensor,    # (n_prompts * group_size,) rewards, grouped consecutively
+GRPO_SCALES = ('group', 'batch', 'none')
+
+def grpo_advantages(rewards:Tensor,    # (n_prompts * group_size,) rewards, grouped consecutively; NaN where none could be computed
                     group_size:int,    # responses per prompt
-                    eps:float=1e-4     # added to the group std
-                   ) -> Tensor:        # same shape: (r - group mean) / (group std + eps)
-    "Group-normalised advantages."
+                    eps:float=1e-4,    # added to the deviation
+                    scale:str='group'  # divide by the deviation of the 'group', of the 'batch', or 'none' (Dr. GRPO)
+                   ) -> Tensor:        # same shape: (r - group mean) / (std + eps); 0 for a NaN reward or a group of < 2 valid ones
+    "Group-relative advantages over the valid (finite) rewards, scaled as TRL's `scale_rewards`."
     if rewards.numel() % group_size:
         raise ValueError(f"{rewards.numel()} rewards cannot be split into groups of group_size={group_size}")
     if group_size < 2: raise ValueError(f"group_size must be >= 2 to compare responses, got {group_size}")
-    r = rewards.view(-1, group_size).float()
-    return ((r - r.mean(-1, keepdim=True)) / (r.std(-1, keepdim=True) + eps)).view_as(rewards)
+    if scale not in GRPO_SCALES: raise ValueError(f"scale={scale!r} is not one of {list(GRPO_SCALES)}")
+    r = rewards.view(-1, group_size).double()
+    valid = r.isfinite()
+    n = valid.sum(-1, keepdim=True)                                                     # (G, 1) valid rewards per group
+    dev = torch.where(valid, r - torch.where(valid, r, 0.0).sum(-1, keepdim=True) / n.clamp(min=1), 0.0)
+    if scale == 'group': adv = dev / (((dev ** 2).sum(-1, keepdim=True) / (n - 1).clamp(min=1)).sqrt() + eps)
+    elif scale == 'batch': adv = dev / (r[valid].std() + eps if valid.sum() > 1 else eps)
+    else: adv = dev
+    adv = torch.where(valid & (n >= 2), adv, 0.0)
+    return adv.view_as(rewards).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
+
+GRPO_KL_ESTIMATORS = ('squared', 'k3')
 
 def grpo_loss(logps:Tensor,        # (B, T) token log-probs under the current policy
               old_logps:Tensor,    # (B, T) under the policy that sampled the responses
@@ -92,14 +106,17 @@ def grpo_loss(logps:Tensor,        # (B, T) token log-probs under the current po
               advantages:Tensor,   # (B,) one advantage per response
               mask:Tensor,         # (B, T) 1 on response tokens
               clip_eps:float=0.2,  # PPO clipping range
-              kl_coef:float=0.04,  # weight of the squared log-ratio to the reference
-              reduction:str='mean' # 'mean' over response tokens, or 'sum'
+              kl_coef:float=0.04,  # weight of the penalty to the reference
+              reduction:str='mean',# 'mean' over response tokens, 'sum', or 'none' (B, T)
+              kl:str='squared'     # the penalty: 'squared' log-ratio, or TRL's 'k3'
              ) -> Tensor:
-    "Token-weighted clipped-surrogate GRPO loss with a squared log-ratio penalty to the reference."
+    "Token-weighted clipped-surrogate GRPO loss with a penalty to the reference (squared log-ratio or k3)."
+    if kl not in GRPO_KL_ESTIMATORS: raise ValueError(f"kl={kl!r} is not one of {list(GRPO_KL_ESTIMATORS)}")
     ratio = (logps - old_logps).exp()
     adv = advantages[:, None]
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + clip_eps) * adv)
-    per_token = -(surrogate - kl_coef * (logps - ref_logps) ** 2)
+    d = ref_logps - logps
+    per_token = -(surrogate - kl_coef * (d ** 2 if kl == 'squared' else d.exp() - d - 1))
     return _reduce(per_token, mask.bool(), reduction)
 
 # %% ../nbs/20_losses.ipynb #076d2b4d

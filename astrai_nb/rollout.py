@@ -12,6 +12,7 @@ from numbers import Real
 import torch
 from torch import Tensor
 from .examples import IGNORE_INDEX
+from .losses import grpo_advantages
 from .tasks import score
 from .generate import Generator, SamplingParams
 from .config import ModelConfig
@@ -24,7 +25,7 @@ from .lora import checkpoint_state_dict
 
 # %% auto #0
 __all__ = ['sample_seed', 'Rollout', 'rollout', 'rollout_batch', 'resolve_scorer', 'takes_tokens', 'score_rollout',
-           'format_failures', 'group_advantages', 'RewardModelScorer']
+           'format_failures', 'RewardModelScorer']
 
 # %% ../nbs/43_rollout.ipynb #2c2a2bdb
 def sample_seed(seed:int,   # the run's seed
@@ -136,22 +137,6 @@ def format_failures(failures:list[dict], limit:int=3) -> list[str]:
     if len(failures) > limit: lines.append(f"... and {len(failures) - limit} more failed rewards")
     return lines
 
-# %% ../nbs/43_rollout.ipynb #886c1b51
-def group_advantages(rewards:Tensor,     # (N,) rewards, NaN where the scorer failed; groups of `group_size` in a row
-                     group_size:int,     # samples per prompt
-                     eps:float=1e-4      # added to the group's std
-                    ) -> Tensor:         # (N,): (r - group mean) / (group std + eps) over the valid ones, 0 for the rest
-    "Group-normalised advantages over each group's finite rewards; a failed reward gets 0."
-    if rewards.numel() % group_size: raise ValueError(f"{rewards.numel()} rewards cannot be split into groups of {group_size}")
-    r = rewards.view(-1, group_size).double()
-    valid = r.isfinite()
-    n = valid.sum(-1, keepdim=True)
-    x = torch.where(valid, r, 0.0)
-    mean = x.sum(-1, keepdim=True) / n.clamp(min=1)
-    var = (torch.where(valid, r - mean, 0.0) ** 2).sum(-1, keepdim=True) / (n - 1).clamp(min=1)
-    adv = torch.where(valid & (n >= 2), (r - mean) / (var.sqrt() + eps), 0.0)
-    return adv.view_as(rewards).to(rewards.dtype if rewards.is_floating_point() else torch.float32)
-
 # %% ../nbs/43_rollout.ipynb #a51b5c15
 class RewardModelScorer:
     "A reward model (a `--train_type rm` checkpoint) as a GRPO reward: its score of the prompt and the sampled response."
@@ -215,5 +200,5 @@ def prepare(self:GRPOStrategy, model:torch.nn.Module, batch:dict, key:int) -> di
     self.failures = failures
     for line in format_failures(failures): print(f"grpo: {line}", file=sys.stderr, flush=True)
     rows = rollout_batch(ro, self.tokenizer.pad_id)
-    return {**rows, 'advantages': group_advantages(rewards, c.group_size),
+    return {**rows, 'advantages': grpo_advantages(rewards, c.group_size, scale=c.grpo_scale_rewards),
             'rewards': rewards.nan_to_num(0.0), 'reward_failed': rewards.isnan().float()}

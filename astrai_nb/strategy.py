@@ -11,15 +11,15 @@ from torch import Tensor
 from dataclasses import dataclass
 from fastcore.basics import patch
 from .config import TrainConfig, Settings, DataMix, _at_least, _only_for
-from .losses import (lm_loss, dpo_loss, grpo_loss, reward_pairwise_loss,
+from .losses import (lm_loss, dpo_loss, grpo_loss, reward_pairwise_loss, GRPO_SCALES, GRPO_KL_ESTIMATORS,
                               kl_to_reference, chunked_lm_loss, IGNORE_INDEX)
 from .mask import document_mask
 
 # %% auto #0
-__all__ = ['REWARD_HEAD', 'KL_ESTIMATORS', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll', 'Strategy', 'SEQStrategy',
-           'SFTStrategy', 'pair_rows', 'pair_metrics', 'DPOSettings', 'DPOStrategy', 'check_language_model',
-           'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy', 'GRPOSettings', 'GRPOStrategy',
-           'KLSettings', 'KLStrategy', 'StrategyFactory']
+__all__ = ['REWARD_HEAD', 'GRPO_LOSS_TYPES', 'KL_ESTIMATORS', 'TRAIN_TYPES', 'target_mask', 'count_targets', 'token_nll',
+           'Strategy', 'SEQStrategy', 'SFTStrategy', 'pair_rows', 'pair_metrics', 'DPOSettings', 'DPOStrategy',
+           'check_language_model', 'add_reward_head', 'last_positions', 'sequence_rewards', 'RMStrategy',
+           'GRPOSettings', 'GRPOStrategy', 'KLSettings', 'KLStrategy', 'StrategyFactory']
 
 # %% ../nbs/23_strategy.ipynb #62ecfeb3
 def target_mask(batch:dict) -> Tensor:   # (B, T) bool
@@ -71,6 +71,9 @@ class Strategy:
         "Optimizer steps the trainer takes on each group of prepared batches (GRPO's `grpo_iterations`; 1 for all others)."
         return 1
     def normalizer(self, batch:dict) -> int: raise NotImplementedError
+    def metric_units(self, batch:dict) -> int:
+        "What the logged metrics are means over (the loss's units unless the strategy says otherwise: GRPO's answers)."
+        return self.normalizer(batch)
     def __call__(self, model:nn.Module, batch:dict) -> dict: raise NotImplementedError
 
 # %% ../nbs/23_strategy.ipynb #70958aba
@@ -201,7 +204,8 @@ def sequence_rewards(model:nn.Module,        # a model with a `reward_head`, or 
                                       "(the trainer does for --train_type rm)")
     h = model(input_ids, hidden=True)                                             # (B, T, dim)
     h_last = h[torch.arange(len(h), device=h.device), last.to(h.device)]          # (B, dim)
-    return head(h_last).squeeze(-1).float()                                       # (B,)
+    r = head(h_last).squeeze(-1)                                                  # (B,)
+    return r.to(torch.promote_types(r.dtype, torch.float32))                      # at least fp32
 
 # %% ../nbs/23_strategy.ipynb #5b19e7d7
 class RMStrategy(Strategy):
@@ -226,6 +230,8 @@ class RMStrategy(Strategy):
                 **pair_metrics(chosen, rejected)}
 
 # %% ../nbs/23_strategy.ipynb #c3d5e7f4
+GRPO_LOSS_TYPES = ('grpo', 'bnpo', 'dr_grpo', 'dapo')
+
 @TrainConfig.add_section
 @dataclass
 class GRPOSettings(Settings):
@@ -240,6 +246,11 @@ class GRPOSettings(Settings):
     # GRPO: the reward of an answer, a function (response, answer) -> float named module:function; None: the task's exact match
     grpo_reward: str | None = None
     sync_interval: int = 200              # GRPO: copy the policy into the reference every this many steps (0: never)
+    # GRPO: how token losses are averaged (TRL's loss_type): grpo, bnpo, dr_grpo or dapo (23_strategy's table)
+    grpo_loss_type: str = 'grpo'
+    grpo_scale_rewards: str = 'group'     # GRPO: divide advantages by the std of the group, the batch, or none (Dr. GRPO)
+    grpo_kl_estimator: str = 'squared'    # GRPO: the penalty to the reference: squared log-ratio, or TRL's k3
+    choices = {'grpo_loss_type': GRPO_LOSS_TYPES, 'grpo_scale_rewards': GRPO_SCALES, 'grpo_kl_estimator': GRPO_KL_ESTIMATORS}
 
     @classmethod
     def validate(cls, run):
@@ -249,7 +260,7 @@ class GRPOSettings(Settings):
         if not 0 < run.grpo_clip_eps < 1: raise ValueError(f"{T}.grpo_clip_eps must be in (0, 1), got {run.grpo_clip_eps}")
         if run.grpo_temperature <= 0:
             raise ValueError(f"{T}.grpo_temperature must be > 0: at 0 every answer of a group is the same and teaches nothing")
-        _only_for(run, 'grpo', 'grpo_iterations')
+        _only_for(run, 'grpo', 'grpo_iterations', 'grpo_loss_type', 'grpo_scale_rewards', 'grpo_kl_estimator')
         if run.train_type != 'grpo': return
         k = run.grpo_iterations
         for name in ('max_steps', 'ckpt_interval'):
@@ -271,7 +282,9 @@ class GRPOStrategy(Strategy):
         self.tokenizer, self.scorer = tokenizer, None            # the data's tokenizer (loaded when first needed)
         self.failures = []                                       # the failed rewards of the latest `prepare` (30_callbacks' RewardFailures shows one)
     def __repr__(self): return f"GRPOStrategy(group_size={self.config.group_size}, kl_coef={self.config.grpo_kl_coef})"
-    def max_units(self, batch_size:int, window:int) -> int: return batch_size * self.config.group_size   # answers
+    def max_units(self, batch_size:int, window:int) -> int:                   # answers (tokens for dapo, 1 for bnpo)
+        n = batch_size * self.config.group_size
+        return {'dapo': n * window, 'bnpo': 1}.get(self.config.grpo_loss_type, n)
     @property
     def iterations(self) -> int: return self.config.grpo_iterations
 
@@ -280,10 +293,14 @@ class GRPOStrategy(Strategy):
         raise NotImplementedError("GRPOStrategy samples its answers with astrai_nb.rollout: import it (the astrai_nb_* scripts do); "
                                   "it defines GRPOStrategy.prepare")
 
-    def normalizer(self, batch:dict) -> int:
+    def metric_units(self, batch:dict) -> int:                                # the metrics are means per answer
         if 'advantages' not in batch:
             raise ValueError("GRPOStrategy trains on rollouts: call prepare(model, batch, key) on the prompts first")
         return len(batch['advantages'])
+
+    def normalizer(self, batch:dict) -> int:                                  # the loss's: by grpo_loss_type
+        n = self.metric_units(batch)
+        return {'dapo': int(batch['response_mask'].sum()), 'bnpo': 1}.get(self.config.grpo_loss_type, n)
 
     def __call__(self, model:nn.Module, batch:dict) -> dict:
         if self.reference is None:
@@ -296,12 +313,17 @@ class GRPOStrategy(Strategy):
         with torch.no_grad(): ref = -nll(self.reference)
         # the weights that sampled them: this step's on the first update of a round, recorded for the round's later ones
         old = batch.setdefault('old_logps', logps.detach())                           # (N, T)
-        per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none')
+        per_token = grpo_loss(logps, old, ref, batch['advantages'], mask, c.grpo_clip_eps, c.grpo_kl_coef, reduction='none',
+                              kl=c.grpo_kl_estimator)
         n = mask.sum(-1).clamp(min=1)                                                 # (N,) answer tokens
         per_answer = lambda x: ((x * mask).sum(-1) / n).sum()                         # each answer's token mean, summed
+        total = (per_token * mask).sum()
+        # summed so that dividing by the step's `normalizer` gives TRL's loss_type
+        loss = {'grpo': per_answer(per_token), 'dr_grpo': total / c.grpo_max_new_tokens, 'dapo': total,
+                'bnpo': total / mask.sum().clamp(min=1)}[c.grpo_loss_type]
         d = (ref - logps).detach()
         clipped = ((logps - old).exp() - 1).abs().detach() > c.grpo_clip_eps
-        return {'loss': per_answer(per_token), 'reward': batch['rewards'].sum(), 'reward_failed': batch['reward_failed'].sum(),
+        return {'loss': loss, 'reward': batch['rewards'].sum(), 'reward_failed': batch['reward_failed'].sum(),
                 'kl': per_answer(d.exp() - d - 1), 'clip_frac': per_answer(clipped.float()), 'response_len': mask.sum()}
 
 # %% ../nbs/23_strategy.ipynb #c3d5e7f6

@@ -230,7 +230,7 @@ def step(self:Trainer, group:list[dict],
     self.prepared = prepared or []                                            # what this step trains on, for the next
     # C: the most units (tokens, pairs) the step can hold, the same on every rank
     scale = ctx.world_size * len(group) * ctx.strategy.max_units(ctx.config.batch_per_device, ctx.window_size)
-    units, tokens, total = 0, 0, torch.zeros((), device=ctx.device)
+    units, metric_units, tokens, total = 0, 0, 0, torch.zeros((), device=ctx.device)
     sums = torch.zeros(len(names), device=ctx.device)                        # the strategy's own metrics, summed like the loss
     for ctx.micro_step, batch in enumerate(group):
         self._run('on_batch_begin')
@@ -239,6 +239,7 @@ def step(self:Trainer, group:list[dict],
         if prepared: batch = prepared[ctx.micro_step]                        # already on the device
         else: batch = ctx.strategy.prepare(ctx.model, batch, key)
         units += ctx.strategy.normalizer(batch)                               # on the host, before the forward pass
+        metric_units += ctx.strategy.metric_units(batch)
         tokens += _tokens(batch)
         if not prepared:
             batch = {key: v.to(ctx.device, non_blocking=True) if torch.is_tensor(v) else v for key, v in batch.items()}
@@ -250,11 +251,11 @@ def step(self:Trainer, group:list[dict],
         total += out['loss'].detach().float()
         if names: sums += torch.stack([torch.as_tensor(out[k], device=ctx.device).detach().float() for k in names])
         self._run('on_batch_end')
-    n, loss_sum, stop, *extra = ex.reduce_sums(units, total, self.stop.requested, *sums)   # the step's one collective
+    n, loss_sum, stop, m, *extra = ex.reduce_sums(units, total, self.stop.requested, metric_units, *sums)   # the step's one collective
     n = max(n, 1)
     if n != scale: torch._foreach_mul_([p.grad for p in ctx.model.parameters() if p.grad is not None], scale / n)
     ctx.metrics['loss'] = loss_sum / n
-    ctx.metrics.update({k: v / n for k, v in zip(names, extra)})              # means per unit, like the loss
+    ctx.metrics.update({k: v / max(m, 1) for k, v in zip(names, extra)})     # means per metric unit (the loss's, but GRPO's answers)
     self.update()
     ctx.iteration += 1
     if not prepared: ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
