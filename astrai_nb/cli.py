@@ -21,7 +21,7 @@ from .trainer import TrainContext, TrainContextBuilder, Trainer
 from torch.utils.data import DataLoader
 from .strategy import StrategyFactory
 from .tasks import evaluate_task, score
-from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss
+from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss, is_mc_task, load_mc_rows, mc_accuracy
 from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
@@ -360,6 +360,7 @@ def evaluate(**settings) -> dict:
     "Score the model at `--param_path` on `--task` (greedy exact match) and, with `--data_root_path`, its validation loss; print the numbers."
     c = config_from(EvalConfig, settings)
     _need_param_path(c)
+    if is_mc_task(c.task): return _evaluate_mc(c)
     rows = load_task_rows(c.task, c.samples, '--task')             # a wrong path fails before the model loads
     model, tok, device = _load_model(c)
     t0 = time.perf_counter()
@@ -380,6 +381,22 @@ def evaluate(**settings) -> dict:
         res.update(_lm_eval(c, model, tok, device))
         print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}, over {res['val_tokens']:,} tokens "
               f"of {c.data_root_path} in windows of {res['window_size']}")
+    if c.json: print(json.dumps({k: v for k, v in res.items() if k != 'replies'}))
+    return res
+
+def _evaluate_mc(c:EvalConfig) -> dict:
+    "`astrai_nb_eval` on a multiple-choice task: lm-eval's acc and acc_norm, and the validation loss when asked."
+    rows = load_mc_rows(c.task, c.samples, '--task')
+    model, tok, device = _load_model(c)
+    t0 = time.perf_counter()
+    res = mc_accuracy(model, tok, rows, c.max_batch)
+    res['seconds'] = time.perf_counter() - t0
+    print(f"astrai_nb_eval: {c.param_path} on {c.task}: {res['n']} multiple-choice questions, scored by likelihood as lm-eval scores them")
+    print(f"  acc        {res['acc']:.4f}\n  acc_norm   {res['acc_norm']:.4f}\n  time       {res['seconds']:.1f} s")
+    if c.data_root_path is not None:
+        res.update(_lm_eval(c, model, tok, device))
+        print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}")
+    if c.json: print(json.dumps(res))
     return res
 
 def eval_cli(argv:list[str]|None=None) -> int|None:

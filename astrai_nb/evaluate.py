@@ -4,7 +4,7 @@
 
 # %% ../nbs/24_evaluate.ipynb #2c2f4db7
 from __future__ import annotations
-import math
+import json, math
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +17,8 @@ from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy
 
 # %% auto #0
-__all__ = ['evaluate_loss', 'load_task_rows', 'task_accuracy', 'EvalConfig']
+__all__ = ['MC_KEYS', 'evaluate_loss', 'load_task_rows', 'task_accuracy', 'mc_row_problem', 'is_mc_task', 'load_mc_rows',
+           'choice_tokens', 'mc_loglikelihoods', 'mc_correct', 'mc_accuracy', 'EvalConfig']
 
 # %% ../nbs/24_evaluate.ipynb #993999db
 @torch.no_grad()
@@ -108,12 +109,105 @@ def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model
     if n == 0: raise ValueError("no task rows to evaluate: pass at least one {'prompt', 'answer'} row")
     return {'accuracy': correct / n, 'correct': int(correct), 'n': int(n), 'response_len': tokens / n, 'replies': replies}
 
+# %% ../nbs/24_evaluate.ipynb #f1a2b3c5
+MC_KEYS = ('query', 'choices', 'gold')
+
+def mc_row_problem(row) -> str|None:
+    "What is wrong with a multiple-choice row (`{'query', 'choices', 'gold'}`), or None if nothing is."
+    if not isinstance(row, dict): return f"expected an object with 'query', 'choices' and 'gold', got {type(row).__name__}"
+    if missing := [k for k in MC_KEYS if k not in row]: return f"needs 'query', 'choices' and 'gold'; {missing} missing (keys: {sorted(row)})"
+    q, ch, g = (row[k] for k in MC_KEYS)
+    if not isinstance(q, str) or not q: return f"'query' must be non-empty text, got {q!r:.60}"
+    if not isinstance(ch, list) or len(ch) < 2 or not all(isinstance(c, str) and c for c in ch):
+        return f"'choices' must be a list of at least two non-empty strings, got {ch!r:.80}"
+    if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ch):
+        return f"'gold' must be the index of the right choice, an integer from 0 to {len(ch) - 1}, got {g!r:.40}"
+    return None
+
+def is_mc_task(path) -> bool:
+    "Whether the task file `path` holds multiple-choice rows: a JSON-lines file whose first row has 'choices'."
+    p = Path(path)
+    if not p.is_file(): return False
+    with open(p, encoding='utf-8', errors='replace') as f: first = next((l for l in f if l.strip()), '')
+    try: return isinstance(row := json.loads(first), dict) and 'choices' in row
+    except json.JSONDecodeError: return False
+
+def load_mc_rows(path,                  # a JSON-lines file of {'query', 'choices', 'gold'} rows
+                 samples:int=0,         # keep the first this many rows; 0: all
+                 flag:str='--task'      # the setting the path came from, named in the errors
+                ) -> list[dict]:
+    "Multiple-choice rows of a JSON-lines file, every one checked; an error names the file and the line."
+    p = Path(path)
+    if not p.is_file(): raise FileNotFoundError(f"{flag} {path} is not a file: give a JSON-lines file of query/choices/gold rows")
+    rows = read_jsonl(p)
+    if not rows: raise ValueError(f"{flag} {p} holds no rows: it needs JSON lines with 'query', 'choices' and 'gold'")
+    for i, r in enumerate(rows):
+        if problem := mc_row_problem(r): raise ValueError(f"{flag} {p}:{_row_lines(p)[i]}: {problem}")
+    return rows[:samples or None]
+
+# %% ../nbs/24_evaluate.ipynb #f1a2b3c6
+def choice_tokens(tokenizer, query:str, choice:str, delimiter:str=' ') -> tuple[list[int], list[int]]:
+    "The query's tokens and the continuation's (`delimiter + choice`), split as lm-eval splits them: encoded together, the query's trailing spaces moved over."
+    cont, n = delimiter + choice, len(query) - len(query.rstrip())
+    if n: query, cont = query[:-n], query[-n:] + cont
+    whole, ctx = tokenizer.encode(query + cont), tokenizer.encode(query)
+    return ctx, whole[len(ctx):]
+
+@torch.no_grad()
+def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain model)
+                      tokenizer,               # its `TextTokenizer`
+                      rows:list[dict],         # {'query', 'choices', 'gold'} rows (`load_mc_rows`)
+                      max_batch:int=64         # sequences (choices) per forward pass
+                     ) -> list[list[float]]:   # the summed log-probability of each row's choices
+    "Each choice's summed log-probability given its query (lm-eval's loglikelihood), the choices of many rows in one forward pass."
+    seqs = []                                                     # (input ids, targets, where the continuation starts)
+    for r in rows:
+        for c in r['choices']:
+            ctx, cont = choice_tokens(tokenizer, r['query'], c)
+            ids = (ctx + cont)[-(model.cfg.max_seq_len + 1):]
+            seqs.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
+    was_training, device, scores = model.training, model.tok_embeddings.weight.device, []
+    model.eval()
+    try:
+        for i in range(0, len(seqs), max_batch):
+            part = seqs[i:i + max_batch]
+            T = max(len(x) for x, _, _ in part)
+            ids = torch.tensor([x + [0] * (T - len(x)) for x, _, _ in part], device=device)                # (b, T) right-padded
+            tgt = torch.tensor([y + [0] * (T - len(y)) for _, y, _ in part], device=device)
+            keep = torch.tensor([[s <= t < len(y) for t in range(T)] for _, y, s in part], device=device)  # the continuation
+            lp = model(ids).float().log_softmax(-1).gather(-1, tgt[..., None])[..., 0]                    # (b, T)
+            scores += lp.masked_fill(~keep, 0).sum(-1).tolist()
+    finally: model.train(was_training)
+    it = iter(scores)
+    return [[next(it) for _ in r['choices']] for r in rows]
+
+# %% ../nbs/24_evaluate.ipynb #f1a2b3c7
+def _first_max(xs) -> int: return max(range(len(xs)), key=lambda i: (xs[i], -i))   # ties: the first, as np.argmax
+
+def mc_correct(lls:list[list[float]], rows:list[dict]) -> tuple[int, int]:
+    "How many rows `acc` and `acc_norm` count right, given each choice's summed log-probability `lls`."
+    acc = sum(_first_max(ll) == r['gold'] for ll, r in zip(lls, rows))
+    norm = sum(_first_max([x / len(c) for x, c in zip(ll, r['choices'])]) == r['gold'] for ll, r in zip(lls, rows))
+    return acc, norm
+
+def mc_accuracy(model:nn.Module, tokenizer, rows:list[dict],
+                max_batch:int=64,               # choices per forward pass
+                rank:int=0, world_size:int=1,   # this process scores rows[rank::world_size]
+                reduce=lambda x: x              # sums a number over the ranks
+               ) -> dict:                       # acc, acc_norm, n (over all ranks)
+    "lm-eval's `acc` and `acc_norm` of `model` on multiple-choice `rows`."
+    shard = rows[rank::world_size]
+    acc, norm = mc_correct(mc_loglikelihoods(model, tokenizer, shard, max_batch), shard) if shard else (0, 0)
+    n, acc, norm = reduce(float(len(shard))), reduce(float(acc)), reduce(float(norm))
+    if n == 0: raise ValueError("no multiple-choice rows to evaluate: pass at least one {'query', 'choices', 'gold'} row")
+    return {'acc': acc / n, 'acc_norm': norm / n, 'n': int(n)}
+
 # %% ../nbs/24_evaluate.ipynb #ea74dae0
 @dataclass
 class EvalConfig(Config):
     "The settings of `astrai_nb_eval`."
     param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
-    task: str|None = None              # an eval.jsonl of task prompts and answers, or a directory holding one
+    task: str|None = None              # an eval.jsonl of task prompts and answers (or a directory holding one), or a JSON-lines file of multiple-choice query/choices/gold rows
     samples: int = 0                   # task prompts to evaluate (the first ones of the file); 0: all
     max_new_tokens: int = 16           # tokens each reply may take at most
     max_batch: int = 64                # replies decoded together (rows of the KV cache)
@@ -125,6 +219,7 @@ class EvalConfig(Config):
     dtype: str = 'float32'             # the weights' dtype
     device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
     tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
+    json: bool = False                 # also print the numbers as one JSON object, the last line of stdout
 
     def validate(self):
         "Check the ranges; an error names the bad field."
