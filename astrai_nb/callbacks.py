@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from .model import DecoderBlock, flops_per_token, measure_peak_flops
 from .tokenizer import TextTokenizer
 from .sampler import MixtureSampler
-from .evaluate import evaluate_loss, load_task_rows, task_accuracy
+from .evaluate import evaluate_loss, load_task_rows, task_accuracy, is_mc_task, load_mc_rows, mc_accuracy
 
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
@@ -126,16 +126,17 @@ class Validation(Callback):
 
 # %% ../nbs/30_callbacks.ipynb #35aded74
 class TaskEval(Callback):
-    "Every `interval` steps and at the last one, add greedy exact-match `eval_accuracy` on held-out task prompts (and `eval_response_len`)."
+    "Every `interval` steps and at the last one, add greedy exact-match `eval_accuracy` on held-out task prompts (and `eval_response_len`), or a multiple-choice task's `eval_acc` and `eval_acc_norm`."
     order = 21
     def __init__(self,
-                 task,                        # an eval.jsonl of {'prompt', 'answer'} rows, or a directory holding one
+                 task,                        # an eval.jsonl of {'prompt', 'answer'} rows (or a directory holding one), or of {'query', 'choices', 'gold'} rows
                  interval:int,                # evaluate every this many steps (and at the last); 0: never
                  samples:int=200,             # the first this many rows; 0: all
                  max_new_tokens:int=16,       # tokens each reply may take at most
                  tokenizer:TextTokenizer|None=None, # None: the training data's (ctx.data_info's directory)
                  max_batch:int=64):           # replies decoded together
-        self.rows = load_task_rows(task, samples, '--eval_task')
+        self.mc = is_mc_task(task)                   # multiple choice: scored by likelihood, as lm-eval scores it
+        self.rows = (load_mc_rows if self.mc else load_task_rows)(task, samples, '--eval_task')
         self.interval, self.max_new_tokens, self.tokenizer, self.max_batch = interval, max_new_tokens, tokenizer, max_batch
 
     def on_train_begin(self, ctx):
@@ -149,6 +150,9 @@ class TaskEval(Callback):
 
     def on_step_end(self, ctx):
         if not self.interval or (ctx.iteration % self.interval and ctx.iteration != ctx.total_steps): return
+        if self.mc:
+            res = mc_accuracy(ctx.raw_model, self.tokenizer, self.rows, self.max_batch, ctx.rank, ctx.world_size, ctx.executor.all_reduce)
+            return ctx.metrics.update(eval_acc=res['acc'], eval_acc_norm=res['acc_norm'])
         res = task_accuracy(ctx.raw_model, self.tokenizer, self.rows, self.max_new_tokens, self.max_batch,
                             ctx.rank, ctx.world_size, ctx.executor.all_reduce)
         ctx.metrics.update(eval_accuracy=res['accuracy'], eval_response_len=res['response_len'])

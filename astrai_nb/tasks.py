@@ -196,6 +196,25 @@ def plausible_mistake(p:Problem,               # the problem
     if wrong < 0 <= true and not allow_negative: wrong = true + 1
     return wrong, kind
 
+# %% ../nbs/04_tasks.ipynb #d3e4f5a7
+@patch
+def mc_row(self:ArithmeticTask, p:Problem, rng:random.Random,
+           n_choices:int=4                 # the answer and n_choices - 1 plausible mistakes
+          ) -> dict:                       # {'query', 'choices', 'gold'}
+    "A multiple-choice row of `p`: its prompt, the answer among distinct plausible mistakes (off by one where those run out), at a random place."
+    if n_choices < 2: raise ValueError(f"n_choices must be >= 2 (the answer and at least one mistake), got {n_choices}")
+    wrong = []
+    for _ in range(20 * n_choices):
+        if len(wrong) == n_choices - 1: break
+        w, _ = plausible_mistake(p, rng, self.allow_negative)
+        if w != p.result and w not in wrong: wrong.append(w)
+    step = 1
+    while len(wrong) < n_choices - 1:                         # a small answer has few mistakes: the next numbers up
+        if p.result + step not in wrong: wrong.append(p.result + step)
+        step += 1
+    gold = rng.randrange(n_choices)
+    return {'query': self.prompt(p), 'choices': [str(w) for w in wrong[:gold]] + [self.answer(p)] + [str(w) for w in wrong[gold:]], 'gold': gold}
+
 # %% ../nbs/04_tasks.ipynb #d94ca938
 JSONL_KEYS = {'sft_messages': ('messages',), 'sft_prompt_response': ('prompt', 'response'),
               'dpo': ('prompt', 'chosen', 'rejected'), 'grpo': ('prompt', 'answer'), 'eval': ('prompt', 'answer')}
