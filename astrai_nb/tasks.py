@@ -261,7 +261,7 @@ def _draw(task:ArithmeticTask, n:int, rng:random.Random, exclude:set=frozenset()
     return out
 
 # %% ../nbs/04_tasks.ipynb #9fa8e9a9
-def write_task_data(out_dir,                          # folder for sft.jsonl, dpo.jsonl, grpo.jsonl, eval.jsonl (created if missing)
+def write_task_data(out_dir,                          # folder for sft.jsonl, dpo.jsonl, grpo.jsonl, eval.jsonl, mc.jsonl (created if missing)
                     n_sft:int=5000,                   # SFT examples
                     n_dpo:int=2000,                   # DPO pairs
                     n_grpo:int=2000,                  # GRPO prompts
@@ -270,7 +270,7 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
                     task:ArithmeticTask|None=None,    # None: `ArithmeticTask()`
                     sft_style:str='messages'          # 'messages' or 'prompt_response'
                    ) -> dict[str, Path]:
-    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task`; return `{'sft', 'dpo', 'grpo', 'eval'}` → path."
+    "Write SFT, DPO, GRPO and held-out eval JSONL files for `task`, and the held-out problems as multiple choice; return `{'sft', 'dpo', 'grpo', 'eval', 'mc'}` → path."
     task = ifnone(task, ArithmeticTask())
     seed = ifnone(seed, task.seed)
     if sft_style not in SFT_STYLES: raise ValueError(f"unknown SFT style {sft_style!r}; choose one of {SFT_STYLES}")
@@ -292,7 +292,8 @@ def write_task_data(out_dir,                          # folder for sft.jsonl, dp
     train_prompts |= {row['prompt'] for row in dpo + grpo}
     leak = held_prompts & train_prompts
     if leak: raise RuntimeError(f"internal error: {len(leak)} eval prompts leaked into training data, e.g. {sorted(leak)[:3]}")
-    files = {'sft': sft, 'dpo': dpo, 'grpo': grpo, 'eval': [task.row(p) for p in held]}
+    r = rng('mc')
+    files = {'sft': sft, 'dpo': dpo, 'grpo': grpo, 'eval': [task.row(p) for p in held], 'mc': [task.mc_row(p, r) for p in held]}
     return {name: write_jsonl(out_dir/f'{name}.jsonl', rows) for name, rows in files.items()}
 
 # %% ../nbs/04_tasks.ipynb #8eaccbc0
