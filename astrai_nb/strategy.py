@@ -41,9 +41,10 @@ def token_nll(model:nn.Module,              # a language model, or a DDP / FSDP 
               temperature:float=1.0         # score softmax(logits / temperature): the distribution a rollout sampled from
              ) -> Tensor:                   # (B, T) -log p(target), 0 where the target is ignored
     "Per-token (label-smoothed) negative log-likelihood of `target_ids` under `model`: the one loss head every strategy uses."
+    scale = (lambda x: x) if temperature == 1 else (lambda x: x / temperature)      # no copy of the logits at T = 1
     if not chunk_size:
-        return lm_loss(model(input_ids, mask=mask) / temperature, target_ids, label_smoothing=label_smoothing, reduction='none')
-    head = lambda h, w: chunked_lm_loss(h / temperature, w, target_ids, label_smoothing=label_smoothing, reduction='none',
+        return lm_loss(scale(model(input_ids, mask=mask)), target_ids, label_smoothing=label_smoothing, reduction='none')
+    head = lambda h, w: chunked_lm_loss(scale(h), w, target_ids, label_smoothing=label_smoothing, reduction='none',
                                         chunk_size=chunk_size)            # (h / T) wᵀ = logits / T
     return model(input_ids, mask=mask, head=head)
 
