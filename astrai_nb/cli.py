@@ -357,12 +357,22 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
 
 # %% ../nbs/50_cli.ipynb #cc81903d
 def evaluate(**settings) -> dict:
-    "Score the model at `--param_path` on `--task` (greedy exact match) and, with `--data_root_path`, its validation loss; print the numbers."
+    "Score the model at `--param_path` on `--task` (greedy exact match, or multiple choice as lm-eval) and, with `--data_root_path`, its validation loss; print the numbers."
     c = config_from(EvalConfig, settings)
     _need_param_path(c)
-    if is_mc_task(c.task): return _evaluate_mc(c)
-    rows = load_task_rows(c.task, c.samples, '--task')             # a wrong path fails before the model loads
+    mc = is_mc_task(c.task)
+    rows = (load_mc_rows if mc else load_task_rows)(c.task, c.samples, '--task')   # a wrong path fails before the model loads
     model, tok, device = _load_model(c)
+    res = (_multiple_choice if mc else _exact_match)(c, model, tok, rows, device)
+    if c.data_root_path is not None:
+        res.update(_lm_eval(c, model, tok, device))
+        print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}, over {res['val_tokens']:,} tokens "
+              f"of {c.data_root_path} in windows of {res['window_size']}")
+    if c.json: print(json.dumps({k: v for k, v in res.items() if k != 'replies'}))
+    return res
+
+def _exact_match(c:EvalConfig, model, tok, rows:list[dict], device) -> dict:
+    "Greedy exact-match accuracy on task rows, printed with its breakdown and a few replies."
     t0 = time.perf_counter()
     res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device == 'cpu')
     res['seconds'] = time.perf_counter() - t0
@@ -377,26 +387,15 @@ def evaluate(**settings) -> dict:
     print(f"  replies    {res['response_len']:.2f} tokens on average, {res['seconds']:.1f} s")
     for r, y in list(zip(rows, res['replies']))[:c.show]:
         print(f"  example    {r['prompt']!r} -> {y!r} (answer {r['answer']}: {'right' if score(y, r['answer']) else 'wrong'})")
-    if c.data_root_path is not None:
-        res.update(_lm_eval(c, model, tok, device))
-        print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}, over {res['val_tokens']:,} tokens "
-              f"of {c.data_root_path} in windows of {res['window_size']}")
-    if c.json: print(json.dumps({k: v for k, v in res.items() if k != 'replies'}))
     return res
 
-def _evaluate_mc(c:EvalConfig) -> dict:
-    "`astrai_nb_eval` on a multiple-choice task: lm-eval's acc and acc_norm, and the validation loss when asked."
-    rows = load_mc_rows(c.task, c.samples, '--task')
-    model, tok, device = _load_model(c)
+def _multiple_choice(c:EvalConfig, model, tok, rows:list[dict], device) -> dict:
+    "lm-eval's acc and acc_norm on multiple-choice rows, printed."
     t0 = time.perf_counter()
     res = mc_accuracy(model, tok, rows, c.max_batch)
     res['seconds'] = time.perf_counter() - t0
     print(f"astrai_nb_eval: {c.param_path} on {c.task}: {res['n']} multiple-choice questions, scored by likelihood as lm-eval scores them")
     print(f"  acc        {res['acc']:.4f}\n  acc_norm   {res['acc_norm']:.4f}\n  time       {res['seconds']:.1f} s")
-    if c.data_root_path is not None:
-        res.update(_lm_eval(c, model, tok, device))
-        print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}")
-    if c.json: print(json.dumps(res))
     return res
 
 def eval_cli(argv:list[str]|None=None) -> int|None:

@@ -174,7 +174,9 @@ def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain mode
             T = max(len(x) for x, _, _ in part)
             ids = torch.tensor([x + [0] * (T - len(x)) for x, _, _ in part], device=device)                # (b, T) right-padded
             tgt = torch.tensor([y + [0] * (T - len(y)) for _, y, _ in part], device=device)
-            keep = torch.tensor([[s <= t < len(y) for t in range(T)] for _, y, s in part], device=device)  # the continuation
+            start, end = (torch.tensor(v, device=device)[:, None] for v in zip(*[(s, len(y)) for _, y, s in part]))
+            pos = torch.arange(T, device=device)
+            keep = (pos >= start) & (pos < end)                                                          # the continuation
             lp = model(ids).float().log_softmax(-1).gather(-1, tgt[..., None])[..., 0]                    # (b, T)
             scores += lp.masked_fill(~keep, 0).sum(-1).tolist()
     finally: model.train(was_training)
