@@ -122,15 +122,15 @@ class Attention(nn.Module):
         if torch.is_grad_enabled() and all(isinstance(m, nn.Linear) for m in (self.wq, self.wk, self.wv)):
             bias = None if self.wq.bias is None else torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
             qkv = F.linear(x, torch.cat((self.wq.weight, self.wk.weight, self.wv.weight)), bias)  # (B, T, (H+2KV)·hd)
-        else:                         # inference: read each weight once, no copy (decoding is memory-bound)
-            qkv = torch.cat((self.wq(x), self.wk(x), self.wv(x)), dim=-1)            # (B, T, (H+2KV)·hd)
-        qkv = qkv.view(B, T, H + 2 * KV, hd)                                          # (B, T, H+2KV, hd)
-        qk = qkv[:, :, :H + KV]                                                       # (B, T, H+KV, hd)
+            qk, v = qkv.split(((H + KV) * hd, KV * hd), dim=-1)     # views; backward: one cat (slices would zero-fill and add)
+        else:                         # inference: read each weight once, no copy of them (decoding is memory-bound)
+            qk, v = torch.cat((self.wq(x), self.wk(x)), dim=-1), self.wv(x)           # (B, T, (H+KV)·hd), (B, T, KV·hd)
+        qk = qk.view(B, T, H + KV, hd)                                                # (B, T, H+KV, hd)
         if self.rope_full_precision:              # rotate in fp32 with the fp32 tables, round once back (OLMo)
-            qk = apply_rotary_emb(qk.to(torch.promote_types(qk.dtype, torch.float32)), cos.unsqueeze(-2), sin.unsqueeze(-2)).to(qkv.dtype)
-        else: qk = apply_rotary_emb(qk, cos.unsqueeze(-2), sin.unsqueeze(-2))        # in qkv's dtype
-        q, k = qk.transpose(1, 2).split((H, KV), dim=1)                               # (B, H, T, hd), (B, KV, T, hd)
-        return q, k, qkv[:, :, H + KV:].transpose(1, 2)                               # v: (B, KV, T, hd)
+            qk = apply_rotary_emb(qk.to(torch.promote_types(qk.dtype, torch.float32)), cos.unsqueeze(-2), sin.unsqueeze(-2)).to(v.dtype)
+        else: qk = apply_rotary_emb(qk, cos.unsqueeze(-2), sin.unsqueeze(-2))        # in the projection's dtype
+        q, k = qk.split((H, KV), dim=2)                                               # (B, T, H, hd), (B, T, KV, hd)
+        return q.transpose(1, 2), k.transpose(1, 2), v.view(B, T, KV, hd).transpose(1, 2)   # (B, H, T, hd), (B, KV, T, hd) x2
 
     def forward(self, x:Tensor,             # (B, T, dim)
                 cos:Tensor, sin:Tensor,     # (T, head_dim) RoPE rows for positions start_pos..start_pos+T-1, or (B, T, head_dim)
@@ -144,12 +144,16 @@ class Attention(nn.Module):
             kv_len = mask.shape[-1] if isinstance(start_pos, Tensor) and mask is not None else None
             k, v = kv_cache.update(k, v, start_pos, kv_len)                           # (B, KV, S, hd)
         S = k.shape[2]
-        is_causal = mask is None and T == S and T > 1
+        # no KV cache: S is T, and `T == S` would be a symbolic bool under torch.compile when T varies (SDPA refuses one)
+        is_causal = mask is None and (kv_cache is None or (T == S and T > 1))
         if mask is None and T < S and T > 1: mask = causal_mask(T, S, device=x.device, dtype=q.dtype)
         p = self.dropout if self.training else 0.0
         if self.use_sdpa:
+            gqa = self.n_rep > 1
+            # CUDA with a mask (decoding rows at different positions): the memory-efficient kernel takes the mask but not grouped heads
+            if gqa and mask is not None and q.is_cuda: k, v, gqa = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep), False
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask, dropout_p=p,
-                                                 is_causal=is_causal, enable_gqa=self.n_rep > 1)  # (B, H, T, hd)
+                                                 is_causal=is_causal, enable_gqa=gqa)           # (B, H, T, hd)
         else:
             if is_causal: mask = causal_mask(T, S, device=x.device, dtype=q.dtype)
             out, _ = explicit_attention(q, k, v, mask, p)                             # (B, H, T, hd)

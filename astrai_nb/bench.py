@@ -24,10 +24,10 @@ from .generate import Generator, SamplingParams, swapped_forwards
 from .hf import hf_config, hf_key_map, hf_state_dict
 
 # %% auto #0
-__all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio', 'benchmark',
-           'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed', 'hf_generate_fn',
-           'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report', 'step_breakdown',
-           'serve_benchmark', 'format_serve_report']
+__all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio',
+           'ratio_quartiles', 'benchmark', 'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed',
+           'hf_generate_fn', 'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report',
+           'step_breakdown', 'serve_benchmark', 'format_serve_report']
 
 # %% ../nbs/41a_bench.ipynb #666d5a17
 def _import_transformers():
@@ -145,6 +145,14 @@ def paired_ratio(t_ref:list[float],  # step times of the reference (HF), one per
     if len(t_ref) != len(t_new): raise ValueError(f"need one time per round for both, got {len(t_ref)} and {len(t_new)}")
     return statistics.median(r / n for r, n in zip(t_ref, t_new))
 
+def ratio_quartiles(t_ref:list[float],  # step times of the reference (HF), one per round
+                    t_new:list[float]   # step times of the challenger (ours), same rounds
+                   ) -> tuple[float, float, float]: # first quartile, median (`paired_ratio`), third quartile
+    "Quartiles of the per-round time ratios `t_ref / t_new`: the paired ratio and how far single rounds stray from it."
+    if len(t_ref) != len(t_new): raise ValueError(f"need one time per round for both, got {len(t_ref)} and {len(t_new)}")
+    rs = [r / n for r, n in zip(t_ref, t_new)]
+    return tuple(statistics.quantiles(rs, n=4)) if len(rs) > 1 else (rs[0],) * 3
+
 # %% ../nbs/41a_bench.ipynb #59dbbd38
 def _step_fns(cfg:ModelConfig, seq_len:int, batch_size:int, warmup:int, dtype:str, device:str, compile:bool, seed:int) -> dict:
     "A training step of each model on one seeded batch, as callables; compiled ones already compiled."
@@ -179,17 +187,21 @@ def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is rais
               threads:int|None=None,    # CPU threads (None: leave PyTorch's setting)
               peak_n:int=2048,          # size of the matmul that measures the peak
               max_foreign:float|None=0.25, # run a round again when other processes used more cores than this (None: never)
-              seed:int=0                # seeds the weights and the batch
-             ) -> dict:                 # settings, peak, per-model times, tokens/s, MFU, ratios
+              seed:int=0,               # seeds the weights and the batch
+              mha:bool=False            # a grouped-query `cfg`: also time its multi-head twin (n_kv_heads = n_heads), eager, in the same rounds
+             ) -> dict:                 # settings, peak, per-model times, tokens/s, MFU, ratios (with quartiles)
     "Tokens/s and MFU of a training step of our `Transformer` and of HF `LlamaForCausalLM` on the same config, interleaved."
     if device == 'cuda' and not torch.cuda.is_available():
         raise ValueError("device='cuda' but no CUDA device is available; use device='cpu'")
     _dtype(dtype)
     if cfg.max_seq_len < seq_len: cfg = ModelConfig.from_dict({**cfg.to_dict(), 'max_seq_len': seq_len})
+    twin = ModelConfig.from_dict({**cfg.to_dict(), 'n_kv_heads': cfg.n_heads}) if mha and cfg.n_kv_heads < cfg.n_heads else None
     old_threads = torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
     try:
         fns = _step_fns(cfg, seq_len, batch_size, warmup, dtype, device, compile, seed)
+        if twin is not None:
+            fns |= {f'{k}_mha': f for k, f in _step_fns(twin, seq_len, batch_size, warmup, dtype, device, False, seed).items()}
         peak = measure_peak_flops(peak_n, device=device, dtype=_dtype(dtype))
         a, b = (torch.randn(peak_n, peak_n, device=device, dtype=_dtype(dtype)) for _ in range(2))
         fns['peak'] = lambda: a @ b                                                       # the peak, in the same rotation
@@ -198,13 +210,17 @@ def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is rais
     finally: torch.set_num_threads(old_threads)
     peak = max(peak, 2 * peak_n**3 / min(times.pop('peak')))
     fpt = flops_per_token(cfg, seq_len)
+    fpts = {name: flops_per_token(twin, seq_len) if name.endswith('_mha') else fpt for name in times}
     res = dict(config=cfg.to_dict(), seq_len=seq_len, batch_size=batch_size, steps=steps, warmup=warmup, dtype=dtype,
                device=device, threads=threads or old_threads, compile=compile, n_params=num_params(cfg),
                flops_per_token=fpt, peak_flops=peak, repeated_rounds=sum(not kept for _, kept in log),
                foreign_cores=statistics.median([c for c, kept in log if kept and c is not None] or [math.nan]),
-               models={name: _model_stats(ts, batch_size * seq_len, fpt, peak) for name, ts in times.items()})
-    res['ratio'] = paired_ratio(times['hf'], times['ours'])
-    if compile: res['ratio_compiled'] = paired_ratio(times['hf_compiled'], times['ours_compiled'])
+               models={name: _model_stats(ts, batch_size * seq_len, fpts[name], peak) for name, ts in times.items()})
+    for mode in ('', '_compiled', '_mha'):                       # eager; compiled; the multi-head twin, eager
+        if f'ours{mode}' in times:
+            q1, res[f'ratio{mode}'], q3 = ratio_quartiles(times[f'hf{mode}'], times[f'ours{mode}'])
+            res[f'ratio{mode}_quartiles'] = (q1, q3)
+    if twin is not None: res['mha_config'] = twin.to_dict()
     return res
 
 # %% ../nbs/41a_bench.ipynb #1a3d21c9
@@ -222,30 +238,34 @@ def format_report(res:dict) -> str:
              f"{'model':15s} {'step ms':>9s} {'tokens/s':>10s} {'MFU':>7s} {'spread':>7s}"]
     for name, m in res['models'].items():
         lines.append(f"{name:15s} {m['median_s'] * 1e3:9.1f} {m['tokens_per_s']:10.0f} {m['mfu']:7.1%} {m['spread']:7.1%}")
-    lines.append(f"ratio ours/HF eager: {res['ratio']:.3f}")
+    q = lambda mode: "({:.3f} to {:.3f}, quartiles of the rounds)".format(*res[f'ratio{mode}_quartiles'])
+    kind = f"grouped-query, {c['n_heads']} query / {c['n_kv_heads']} key-value heads" if c['n_kv_heads'] < c['n_heads'] else 'multi-head'
+    lines.append(f"ratio ours/HF eager: {res['ratio']:.3f} {q('')}   [{kind}]")
+    if 'ratio_mha' in res:
+        lines.append(f"ratio ours/HF eager, multi-head twin (n_kv_heads={res['mha_config']['n_kv_heads']}): {res['ratio_mha']:.3f} {q('_mha')}")
     if 'ratio_compiled' in res:
         m = res['models']
-        lines.append(f"ratio ours/HF compiled: {res['ratio_compiled']:.3f}   (compile speed-up: ours "
+        lines.append(f"ratio ours/HF compiled: {res['ratio_compiled']:.3f} {q('_compiled')}   (compile speed-up: ours "
                      f"{m['ours_compiled']['tokens_per_s'] / m['ours']['tokens_per_s']:.2f}x, "
                      f"HF {m['hf_compiled']['tokens_per_s'] / m['hf']['tokens_per_s']:.2f}x)")
     return '\n'.join(lines)
 
 # %% ../nbs/41a_bench.ipynb #f81bda00
 def plot_throughput(res:dict, ax=None):
-    "Bar chart of tokens/s, ours vs HF, eager (and compiled), each step's rate as a dot."
+    "Bar chart of tokens/s, ours vs HF, eager (and compiled, and the multi-head twin's), each step's rate as a dot."
     import matplotlib.pyplot as plt     # only drawing needs it: `astrai_nb_bench` prints
     if ax is None: _, ax = plt.subplots(figsize=(6, 3.5))
-    modes = ['eager'] + (['compiled'] if res['compile'] else [])
+    suffix = {'eager': '', 'compiled': '_compiled', 'eager\nmulti-head': '_mha'}
+    modes = [mode for mode, s in suffix.items() if f'ratio{s}' in res]
     tok = res['batch_size'] * res['seq_len']
     for j, (who, label, color) in enumerate((('ours', 'astrai_nb', 'C0'), ('hf', 'HF Llama (sdpa)', 'C1'))):
         for i, mode in enumerate(modes):
-            m = res['models'][who if mode == 'eager' else f'{who}_compiled']
+            m = res['models'][who + suffix[mode]]
             x = i + (j - 0.5) * 0.38
             ax.bar(x, m['tokens_per_s'], width=0.36, color=color, label=label if i == 0 else None)
             ax.plot([x] * len(m['step_times']), [tok / t for t in m['step_times']], '.', color='k', ms=3, alpha=0.5)
             ax.text(x, m['tokens_per_s'] / 2, f"{m['tokens_per_s']:.0f}", ha='center', va='center', color='white', fontsize=9)
-    ax.set_xticks(range(len(modes)),
-                  [f"{mode}\nours/HF = {res['ratio' if mode == 'eager' else 'ratio_compiled']:.2f}" for mode in modes])
+    ax.set_xticks(range(len(modes)), [f"{mode}\nours/HF = {res['ratio' + suffix[mode]]:.2f}" for mode in modes])
     ax.set(ylabel='tokens/s (median; dots: each step)', title=f"training step, {res['device']} {res['dtype']}, {res['threads']} threads")
     ax.legend(loc='lower right', fontsize=8)
     return ax
@@ -296,12 +316,14 @@ def main(dim:int=288,            # width of the residual stream
          compile:store_true=False, # also time both models under torch.compile
          device:str='cpu',       # cpu or cuda
          peak_n:int=2048,        # size of the matmul that measures the peak
-         max_foreign:float=0.25  # run a round again when other processes used more CPU cores than this (negative: never)
+         max_foreign:float=0.25, # run a round again when other processes used more CPU cores than this (negative: never)
+         no_mha:store_true=False # a grouped-query config: do not also time its multi-head twin (n_kv_heads = n_heads)
         ):
     "Benchmark a training step of our Transformer against Hugging Face's LlamaForCausalLM and print tokens/s and MFU."
     cfg = ModelConfig(vocab_size=vocab_size, dim=dim, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads, max_seq_len=seq_len)
     res = benchmark(cfg, seq_len=seq_len, batch_size=batch_size, steps=steps, warmup=warmup, dtype=dtype, device=device,
-                    compile=compile, threads=threads or None, peak_n=peak_n, max_foreign=max_foreign if max_foreign >= 0 else None)
+                    compile=compile, threads=threads or None, peak_n=peak_n, max_foreign=max_foreign if max_foreign >= 0 else None,
+                    mha=not no_mha)
     print(format_report(res))
 
 # %% ../nbs/41a_bench.ipynb #c1a8a034

@@ -4,10 +4,11 @@
 
 # %% ../nbs/30_callbacks.ipynb #3ed557dc
 from __future__ import annotations
-import json, math, os, time
+import json, math, os, time, uuid
 from pathlib import Path
 from operator import attrgetter
 from functools import partial
+from contextlib import nullcontext
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
@@ -15,14 +16,14 @@ from tqdm.auto import tqdm
 from .model import DecoderBlock, flops_per_token, measure_peak_flops
 from .tokenizer import TextTokenizer
 from .sampler import MixtureSampler
-from .evaluate import evaluate_loss, load_task_rows, task_accuracy, is_mc_task, load_mc_rows, mc_accuracy
+from .evaluate import evaluate_loss, load_task_rows, task_accuracy, is_mc_task, load_mc_rows, mc_accuracy, parse_evaluators
 
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
-           'Throughput', 'Validation', 'TaskEval', 'MetricLogger', 'read_metrics', 'plot_metrics', 'ce_key',
-           'tensorboard_scalars', 'TensorBoardLogger', 'ProgressBar', 'CheckpointSaver', 'SourceTokens',
-           'RewardFailures']
+           'Throughput', 'Validation', 'loop_tokenizer', 'TaskEval', 'Evaluators', 'MetricLogger', 'read_metrics',
+           'plot_metrics', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger', 'WandbLogger', 'ProgressBar',
+           'higher_is_better', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -125,6 +126,16 @@ class Validation(Callback):
         ctx.metrics.update({k: v for k, v in res.items() if k != 'val_tokens'})
 
 # %% ../nbs/30_callbacks.ipynb #35aded74
+def loop_tokenizer(ctx, tokenizer:TextTokenizer|None, flag:str, owner:str) -> TextTokenizer:
+    "The tokenizer an evaluation in the loop scores with: `tokenizer`, else the training data's; refused under FSDP (each rank holds a shard of the weights)."
+    if getattr(ctx.config, 'parallel_mode', 'none') == 'fsdp':
+        raise ValueError(f"{flag} cannot be used with --parallel_mode fsdp: train with --parallel_mode ddp, "
+                         "or evaluate the saved checkpoints with astrai_nb_eval")
+    if tokenizer is not None: return tokenizer
+    if ctx.data_info is None: raise ValueError(f"{flag} needs the training data's tokenizer: train from a prepared "
+                                               f"directory (--data_root_path), or give {owner} a tokenizer")
+    return TextTokenizer.load(ctx.data_info['path'])
+
 class TaskEval(Callback):
     "Every `interval` steps and at the last one, add greedy exact-match `eval_accuracy` on held-out task prompts (and `eval_response_len`), or a multiple-choice task's `eval_acc` and `eval_acc_norm`."
     order = 21
@@ -139,14 +150,7 @@ class TaskEval(Callback):
         self.rows = (load_mc_rows if self.mc else load_task_rows)(task, samples, '--eval_task')
         self.interval, self.max_new_tokens, self.tokenizer, self.max_batch = interval, max_new_tokens, tokenizer, max_batch
 
-    def on_train_begin(self, ctx):
-        if getattr(ctx.config, 'parallel_mode', 'none') == 'fsdp':
-            raise ValueError("--eval_task cannot be used with --parallel_mode fsdp: train with --parallel_mode ddp, "
-                             "or evaluate the saved checkpoints with astrai_nb_eval")
-        if self.tokenizer is None:
-            if ctx.data_info is None: raise ValueError("--eval_task needs the training data's tokenizer: train from a prepared "
-                                                       "directory (--data_root_path), or give TaskEval a tokenizer")
-            self.tokenizer = TextTokenizer.load(ctx.data_info['path'])
+    def on_train_begin(self, ctx): self.tokenizer = loop_tokenizer(ctx, self.tokenizer, '--eval_task', 'TaskEval')
 
     def on_step_end(self, ctx):
         if not self.interval or (ctx.iteration % self.interval and ctx.iteration != ctx.total_steps): return
@@ -157,11 +161,37 @@ class TaskEval(Callback):
                             ctx.rank, ctx.world_size, ctx.executor.all_reduce)
         ctx.metrics.update(eval_accuracy=res['accuracy'], eval_response_len=res['response_len'])
 
+# %% ../nbs/30_callbacks.ipynb #ecdcece2
+class Evaluators(Callback):
+    "Every `interval` steps and at the last one, run the labelled evaluators (`24_evaluate`) and add their metrics, named as OLMo names them."
+    order = 22
+    def __init__(self,
+                 evaluators,                        # `Evaluator`s, or their specs (`parse_evaluators`)
+                 interval:int,                      # evaluate every this many steps (and at the last); 0: never
+                 tokenizer:TextTokenizer|None=None, # None: the training data's (ctx.data_info's directory)
+                 batch_size:int=8,                  # an lm set's windows per forward pass
+                 max_batch:int=64,                  # a task's choices per forward pass, or replies decoded together
+                 max_new_tokens:int=16):            # an exact-match reply's tokens at most
+        self.evaluators, self.interval, self.tokenizer = parse_evaluators(evaluators), interval, tokenizer
+        self.batch_size, self.max_batch, self.max_new_tokens = batch_size, max_batch, max_new_tokens
+
+    def on_train_begin(self, ctx):
+        self.tokenizer = loop_tokenizer(ctx, self.tokenizer, '--evaluators', 'Evaluators')
+        for e in self.evaluators:
+            try: e.load(self.tokenizer, f'--evaluators {e.label}:')
+            except FileNotFoundError as err: raise ValueError(str(err)) from None
+
+    def on_step_end(self, ctx):
+        if not self.interval or (ctx.iteration % self.interval and ctx.iteration != ctx.total_steps): return
+        for e in self.evaluators:
+            ctx.metrics.update(e.run(ctx.raw_model, self.tokenizer, ctx.window_size, self.batch_size, self.max_batch, self.max_new_tokens,
+                                     ctx.rank, ctx.world_size, ctx.executor.all_reduce, getattr(ctx, 'autocast', nullcontext)))
+
 # %% ../nbs/30_callbacks.ipynb #8964fd15
 class MetricLogger(Callback):
     "Append one JSON row per logged step to `path`, with window means; resumable."
     order = 30
-    evals = ('val_', 'eval_')       # prefixes of an evaluation's results (24_evaluate): logged on their own step
+    evals = ('val_', 'eval_', 'eval/')  # prefixes of an evaluation's results (24_evaluate): logged on their own step
     means = ('grad_norm', 'clipped', 'max_grad_norm', 'tokens_per_sec', 'mfu')  # window means, besides the loss and the strategy's
     def __init__(self, path, interval:int=10): self.path, self.interval, self.acc = Path(path), interval, {}
 
@@ -223,7 +253,7 @@ def read_metrics(path) -> list[dict]:
 def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or rows from `read_metrics`
                  baseline:float|None=None, # draw a horizontal reference line, e.g. log(vocab_size)
                  ax=None):
-    "Plot the training loss (window means) and validation loss of a run against the step, and the task accuracy when it was evaluated."
+    "Plot the training loss (window means), the validation loss and the lm evaluators' losses of a run against the step, and the accuracies of its tasks when they were evaluated."
     import matplotlib.pyplot as plt
     rows = run if isinstance(run, list) else read_metrics(run)
     if ax is None: _, ax = plt.subplots(figsize=(6.5, 3.5))
@@ -232,11 +262,18 @@ def plot_metrics(run,                    # a ckpt_dir, a metrics.jsonl path, or 
     if va: ax.plot([r['step'] for r in va], [r['val_loss'] for r in va], 'o-', label='validation loss')
     if baseline is not None: ax.axhline(baseline, color='gray', ls='--', lw=1, label='uniform guess')
     ax.set(xlabel='optimizer step', ylabel='loss (nats/token)')
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    for k in [k for k in keys if k.startswith('eval/') and k.endswith('/CrossEntropyLoss')]:    # lm evaluators
+        ev = [r for r in rows if k in r]
+        ax.plot([r['step'] for r in ev], [r[k] for r in ev], '.--', label=k.split('/')[1])
     handles, labels = ax.get_legend_handles_labels()
-    if ev := [r for r in rows if 'eval_accuracy' in r]:                 # on its own axis, at the right
-        acc = ax.twinx()
-        acc.plot([r['step'] for r in ev], [r['eval_accuracy'] for r in ev], 's-', color='C2', label='task accuracy')
-        acc.set(ylabel='task accuracy (exact match)', ylim=(-0.02, 1.02))
+    if accs := [k for k in keys if k in ('eval_accuracy', 'eval_acc') or (k.startswith('eval/downstream/') and k.endswith(('_acc', '_accuracy')))]:
+        acc = ax.twinx()                                                  # accuracies on their own axis, at the right
+        for i, k in enumerate(accs):
+            ev = [r for r in rows if k in r]
+            name = {'eval_accuracy': 'task accuracy', 'eval_acc': 'task acc'}.get(k) or k.removeprefix('eval/downstream/')
+            acc.plot([r['step'] for r in ev], [r[k] for r in ev], 's-', color=f'C{2 + i}', label=name)
+        acc.set(ylabel='accuracy', ylim=(-0.02, 1.02))
         h, l = acc.get_legend_handles_labels(); handles, labels = handles + h, labels + l
     ax.legend(handles, labels)
     return ax
@@ -267,6 +304,7 @@ def tensorboard_scalars(row:dict,              # a metrics.jsonl row
         if k == ce:
             out['train/CrossEntropyLoss'], out['train/Perplexity'] = v, math.exp(min(v, 700))
         elif ce is not None and k in CE_NAMES: out[CE_NAMES[k]] = v
+        elif k.startswith('eval/'): out[k] = v                              # an evaluator's, already OLMo's name
         elif k in METRIC_NAMES: out[METRIC_NAMES[k]] = v / world_size if k in PER_DEVICE else v
         else:
             if k.startswith(('val_', 'eval_')): group, _, name = k.partition('_')
@@ -296,6 +334,31 @@ class TensorBoardLogger(MetricLogger):
 
     def on_train_end(self, ctx): self.writer.close()
 
+# %% ../nbs/30_callbacks.ipynb #3a47cfd5
+class WandbLogger(MetricLogger):
+    "The rows of `MetricLogger` logged to Weights & Biases under TensorBoard's names (`tensorboard_scalars`), with the run's config; a resumed run continues its W&B run."
+    order = 32
+    def __init__(self, ckpt_dir, project:str='astrai_nb', interval:int=1):
+        try: import wandb
+        except ImportError: raise ValueError("--wandb needs the wandb package: pip install wandb") from None
+        self.wandb, self.dir, self.project, self.interval, self.acc = wandb, Path(ckpt_dir), project, interval, {}
+
+    def on_train_begin(self, ctx):
+        id_file = self.dir / 'wandb_run_id'
+        run_id = id_file.read_text().strip() if ctx.resumed and id_file.exists() else None
+        if run_id is None:
+            run_id = uuid.uuid4().hex[:12]
+            self.dir.mkdir(parents=True, exist_ok=True); id_file.write_text(run_id)
+        config = ctx.config.to_dict() if hasattr(ctx.config, 'to_dict') else dict(vars(ctx.config))
+        self.run = self.wandb.init(project=self.project, id=run_id, resume='allow', dir=str(self.dir), config=config,
+                                   name=self.dir.resolve().name)
+
+    def on_step_end(self, ctx):
+        if (row := self.row(ctx)) is None: return
+        self.run.log(tensorboard_scalars(row, ce_key(getattr(ctx, 'strategy', None)), getattr(ctx, 'world_size', 1)), step=row['step'])
+
+    def on_train_end(self, ctx): self.run.finish()
+
 # %% ../nbs/30_callbacks.ipynb #4fd44b35
 BAR_FORMAT = '{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_inv_fmt}{postfix}]'
 
@@ -316,21 +379,43 @@ class ProgressBar(Callback):
     def on_train_end(self, ctx): self.bar.close()
 
 # %% ../nbs/30_callbacks.ipynb #79d1a704
-class CheckpointSaver(Callback):
-    "Save a checkpoint every `interval` steps and at the end; keep the newest `keep_last`."
-    order = 50
-    def __init__(self, interval:int, keep_last:int=3): self.interval, self.keep_last, self.saved = interval, keep_last, None
+def higher_is_better(metric:str) -> bool:
+    "Whether a larger value of `metric` is better: accuracies and rewards; losses, perplexities and bits per byte are better smaller."
+    return metric.endswith(('acc', 'acc_norm', 'accuracy')) or 'reward' in metric
 
+class CheckpointSaver(Callback):
+    "Save a checkpoint every `interval` steps and at the end; keep the newest `keep_last`, and the one with the best `keep_best` metric."
+    order = 50
+    def __init__(self, interval:int, keep_last:int=3,
+                 keep_best:str|None=None):    # a metric (val_loss, eval/downstream/<label>_acc, ...): also keep the best step's checkpoint
+        self.interval, self.keep_last, self.keep_best, self.saved, self.best = interval, keep_last, keep_best, None, None
+
+    def state_dict(self) -> dict: return {'best': self.best}
+    def load_state_dict(self, sd:dict): self.best = sd.get('best')
     def on_train_begin(self, ctx): self.saved = ctx.iteration if ctx.resumed else None
 
     def on_step_end(self, ctx):
-        if ctx.iteration % self.interval == 0 or ctx.iteration == ctx.total_steps: self._save(ctx)
+        if self._better(ctx) or ctx.iteration % self.interval == 0 or ctx.iteration == ctx.total_steps: self._save(ctx)
 
     def on_train_end(self, ctx):
         if self.saved != ctx.iteration: self._save(ctx)
 
+    def _better(self, ctx) -> bool:
+        "Whether this step's `keep_best` metric beats the best so far (then it is the best)."
+        m = self.keep_best
+        if m is None: return False
+        if m not in ctx.metrics:                 # evaluated in the same family (val_, eval/, eval_) but not named so: a typo
+            family = m.split('/')[0] + '/' if '/' in m else m.split('_')[0] + '_'
+            if seen := sorted(k for k in ctx.metrics if k.startswith(family)):
+                raise ValueError(f"--keep_best {m}: this run's evaluations have no such metric; they give {seen}")
+            return False
+        v = float(ctx.metrics[m])
+        if self.best is not None and not (v > self.best['value'] if higher_is_better(m) else v < self.best['value']): return False
+        self.best = {'metric': m, 'value': v, 'step': ctx.iteration}
+        return True
+
     def _save(self, ctx):
-        ctx.save_checkpoint(keep_last=self.keep_last)
+        ctx.save_checkpoint(keep_last=self.keep_last, best=self.best)      # the best: recorded, linked, never pruned
         self.saved = ctx.iteration
 
 # %% ../nbs/30_callbacks.ipynb #3cf4f229

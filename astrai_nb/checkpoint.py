@@ -17,10 +17,10 @@ from .config import ModelConfig
 from .durable import make_ordinary, fsync_file, fsync_dir, write_json, swap_in, free_space, check_room
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'WEIGHT_READERS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'CheckpointError',
+__all__ = ['FORMAT_VERSION', 'META', 'WEIGHTS', 'BEST', 'WEIGHT_READERS', 'TOKENIZER_FIELDS', 'DATA_FIELDS', 'CheckpointError',
            'Checkpoint', 'step_dir', 'list_checkpoints', 'existing_checkpoints', 'check_checkpoint',
-           'latest_checkpoint', 'prune_checkpoints', 'weights_sha256', 'weight_reader', 'checkpoint_weights',
-           'read_weights', 'RunLock', 'check_fits']
+           'latest_checkpoint', 'prune_checkpoints', 'point_best', 'best_checkpoint', 'weights_sha256', 'weight_reader',
+           'checkpoint_weights', 'read_weights', 'RunLock', 'check_fits']
 
 # %% ../nbs/31_checkpoint.ipynb #177d574a
 FORMAT_VERSION = 1
@@ -326,18 +326,36 @@ def _complete(p:Path) -> bool:
     try: check_checkpoint(p, hashes=False); return True
     except CheckpointError: return False
 
-def prune_checkpoints(ckpt_dir, keep_last:int) -> list[Path]:
-    "Delete all but the newest `keep_last` complete checkpoints and stale temporary directories; return what was deleted."
+def prune_checkpoints(ckpt_dir, keep_last:int,
+                      keep=()                 # names of step directories never to delete (the best one)
+                     ) -> list[Path]:
+    "Delete all but the newest `keep_last` complete checkpoints (and those in `keep`) and stale temporary directories; return what was deleted."
     if keep_last < 1: raise ValueError(f"keep_last must be >= 1, got {keep_last}")
     ckpt_dir, removed = Path(ckpt_dir), []
     complete = [p for p in list_checkpoints(ckpt_dir) if _complete(p)]
-    removed += complete[:-keep_last]
+    removed += [p for p in complete[:-keep_last] if p.name not in keep]
     for p in ckpt_dir.glob('.tmp_step_*'):
         m = re.fullmatch(r'\.tmp_step_\d+_(\d+)_\d+', p.name)
         if m and not _pid_alive(int(m.group(1))): removed.append(p)
     removed += list(ckpt_dir.glob('.old_step_*'))
     for p in removed: shutil.rmtree(p, ignore_errors=True)
     return removed
+
+# %% ../nbs/31_checkpoint.ipynb #9496712a
+BEST = 'best'   # the link in ckpt_dir to the best checkpoint
+
+def point_best(ckpt_dir, step_dir) -> Path:
+    "Make `ckpt_dir/best` a relative link to the checkpoint `step_dir`, replaced atomically; return the link."
+    link, tmp = Path(ckpt_dir) / BEST, Path(ckpt_dir) / f'.{BEST}.{os.getpid()}'
+    tmp.unlink(missing_ok=True)
+    os.symlink(Path(step_dir).name, tmp)
+    os.replace(tmp, link)
+    return link
+
+def best_checkpoint(ckpt_dir) -> Path|None:
+    "The checkpoint `ckpt_dir/best` links to, or None when there is none (or it is gone)."
+    link = Path(ckpt_dir) / BEST
+    return (Path(ckpt_dir) / os.readlink(link)) if link.is_symlink() and link.resolve().is_dir() else None
 
 # %% ../nbs/31_checkpoint.ipynb #46dcd7f1
 def weights_sha256(model:torch.nn.Module|dict) -> str:

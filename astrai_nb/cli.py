@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys, time
 from collections.abc import Callable
 from pathlib import Path
-import argparse, functools, inspect, json, linecache, os, re
+import argparse, ast, functools, inspect, json, linecache, os, re
 from dataclasses import fields
 import torch
 import torch.distributed as dist
@@ -20,14 +20,17 @@ from .callbacks import NonFiniteError
 from .trainer import TrainContext, TrainContextBuilder, Trainer
 from torch.utils.data import DataLoader
 from .strategy import StrategyFactory
-from .tasks import evaluate_task, score
-from .evaluate import EvalConfig, load_task_rows, task_accuracy, evaluate_loss, is_mc_task, load_mc_rows, mc_accuracy
+from .tasks import evaluate_task, score, write_builtin_tasks, prepared_heldout_files
+from .corpus import read_text_file, write_jsonl
+from .evaluate import (EvalConfig, load_task_rows, task_accuracy, evaluate_loss, is_mc_task, load_mc_rows, mc_accuracy,
+                                Evaluator, parse_evaluator, lm_metrics)
 from .parallel import distributed_run, launch_local, Terminated
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'config_from', 'run_script', 'preset_sizes', 'field_comments',
-           'config_parser', 'prepare_summary', 'prepare', 'prepare_cli', 'train_parser', 'train_settings', 'train',
-           'train_cli', 'export', 'export_cli', 'generate', 'generate_cli', 'serve_cli', 'evaluate', 'eval_cli']
+           'config_parser', 'prepare_summary', 'prepare', 'prepare_cli', 'train_parser', 'builtin_evaluators',
+           'train_settings', 'train', 'train_cli', 'export', 'export_cli', 'generate', 'generate_cli', 'serve_cli',
+           'evaluate', 'eval_table', 'harness_cli', 'eval_cli']
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
@@ -111,7 +114,7 @@ def _add_flags(p, cls:type, choices:dict):
         else:
             base = anno.split('|')[0].strip()
             many = base.startswith('list')                         # list[str]: one or more values, e.g. files
-            meta = ('{' + ','.join(choices[name]) + '}' if name in choices else 'FILE' if many
+            meta = ('{' + ','.join(choices[name]) + '}' if name in choices else getattr(cls, 'metavars', {}).get(name) or 'FILE' if many
                     else 'PATH' if base == 'str' and _is_path(name) else {'str': 'TEXT'}.get(base, base.upper()))
             kw = dict(type=str if many else _parse_value(anno), metavar=meta, nargs='+' if many else None)
         p.add_argument(f'--{name}', **kw).fill_help = lambda name=name, default=f.default: (
@@ -188,6 +191,25 @@ def train_parser() -> argparse.ArgumentParser:
                                                     'the command line win')
     return p
 
+def _docstrings(text:str) -> list[str]:
+    "The docstrings of a Python source (module, classes, functions), or none if it does not parse."
+    try: tree = ast.parse(text)
+    except (SyntaxError, ValueError): return []
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [d for n in ast.walk(tree) if isinstance(n, kinds) and (d := ast.get_docstring(n))]
+
+def builtin_evaluators(data_dir=DEFAULT_DATA,   # the built-in corpus, prepared
+                       write:bool=True          # write the tasks into data_dir/tasks if they are not there (rank 0)
+                      ) -> list[str]:
+    "The main job's evaluators: two lm sets (the held-out Python, the English of its docstrings) and three multiple-choice tasks (the next line of held-out Python, the word order of such lines, arithmetic)."
+    tasks = Path(data_dir) / 'tasks'
+    if write and not (tasks / 'docstrings.jsonl').exists():
+        write_builtin_tasks(tasks, data_dir=data_dir)
+        docs = [{'text': d} for f in prepared_heldout_files(data_dir) for d in _docstrings(read_text_file(f))]
+        write_jsonl(tasks / 'docstrings.jsonl', docs)
+    return [f'python={data_dir}', f'docstrings=lm:{tasks}/docstrings.jsonl', f'next_line={tasks}/next_line.jsonl',
+            f'word_order={tasks}/word_order.jsonl', f'arithmetic={tasks}/arithmetic.jsonl']
+
 # %% ../nbs/50_cli.ipynb #53d7934a
 def train_settings(argv:list[str]|None=None) -> dict:
     "The settings given on a command line: those of --config's JSON file, overridden by the flags."
@@ -219,6 +241,7 @@ def train(**settings) -> TrainContext:
             if env['rank'] == 0 and not (Path(DEFAULT_DATA) / 'meta.json').exists():
                 print(f"preparing the built-in corpus into {DEFAULT_DATA} (once)")
                 prepare_data(DEFAULT_DATA)
+            if config.evaluators is None: config.evaluators = builtin_evaluators(DEFAULT_DATA, write=env['rank'] == 0)
             if dist.is_initialized(): dist.barrier()                  # the other ranks wait for rank 0's data
         ctx = Trainer(TrainContextBuilder(config).build()).train()
     if ctx.rank == 0:
@@ -337,6 +360,12 @@ def serve_cli(argv:list[str]|None=None) -> int|None:
     return run_script('astrai_nb_serve', lambda: serve(config_from(ServeConfig, _settings(parser, argv))))
 
 # %% ../nbs/50_cli.ipynb #793c72dc
+def _eval_window(c:EvalConfig, model) -> int:
+    "Tokens per window of a text: --window_size, else the checkpoint's training window, else the model's length."
+    saved = Path(c.param_path)/'train_config.json'
+    window = c.window_size or (json.loads(saved.read_text()).get('window_size') if saved.exists() else None) or model.cfg.max_seq_len
+    return min(window, model.cfg.max_seq_len)
+
 def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     "Validation loss and perplexity of `model` on the val split of `c.data_root_path`, as the trainer's `Validation` computes them."
     from astrai_nb.batches import data_info, load_datasets      # only this command reads a data directory
@@ -347,23 +376,47 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     if info['kind'] not in ('pretrain', 'sft'):
         raise ValueError(f"--data_root_path {c.data_root_path} holds {info['kind']} data: the validation loss needs pretrain or sft data")
     train_type = 'seq' if info['kind'] == 'pretrain' else 'sft'
-    saved = Path(c.param_path)/'train_config.json'
-    window = c.window_size or (json.loads(saved.read_text()).get('window_size') if saved.exists() else None) or model.cfg.max_seq_len
-    tc = TrainConfig(train_type=train_type, data_root_path=c.data_root_path, window_size=min(window, model.cfg.max_seq_len))
+    tc = TrainConfig(train_type=train_type, data_root_path=c.data_root_path, window_size=_eval_window(c, model))
     _, val, collate = load_datasets(tc, StrategyFactory.registry[tc.train_type].data_kind, tc.window_size)
     if val is None or len(val) == 0: raise ValueError(f"--data_root_path {c.data_root_path} has no validation data")
     loader = DataLoader(val, batch_size=c.batch_size, collate_fn=collate)
     return {**evaluate_loss(StrategyFactory.create(train_type, tc), model, loader, c.val_batches, device), 'window_size': tc.window_size}
 
 # %% ../nbs/50_cli.ipynb #cc81903d
+def _task_evaluators(tasks:list[str], samples:int=0) -> list[Evaluator]:
+    "The `--task` values as evaluators: `LABEL=[TYPE:]PATH[,OPTION=VALUE...]`, or a path, labelled by its file name; `samples` where they give none."
+    evs = []
+    for t in tasks:
+        if re.match(r'[A-Za-z0-9][\w.\-]*=', t): e = parse_evaluator(t)
+        else:
+            p = Path(t)
+            if not p.exists(): raise FileNotFoundError(f"--task {t} does not exist")
+            label = re.sub(r'[^\w.\-]', '_', p.name if p.is_dir() else p.stem).lstrip('_.-') or 'task'
+            e = Evaluator(label, t)
+        while e.label in [x.label for x in evs]: e.label += '_'
+        e.samples = e.samples or samples
+        evs.append(e)
+    for e in evs:
+        if not Path(e.data).exists(): raise FileNotFoundError(f"--task {e.data} does not exist")
+    return evs
+
 def evaluate(**settings) -> dict:
-    "Score the model at `--param_path` on `--task` (greedy exact match, or multiple choice as lm-eval) and, with `--data_root_path`, its validation loss; print the numbers."
+    "Score the model at `--param_path` on each `--task` (multiple choice as lm-eval, greedy exact match, or an lm set) and, with `--data_root_path`, its validation loss; print the numbers."
     c = config_from(EvalConfig, settings)
     _need_param_path(c)
-    mc = is_mc_task(c.task)
-    rows = (load_mc_rows if mc else load_task_rows)(c.task, c.samples, '--task')   # a wrong path fails before the model loads
+    tasks = [c.task] if isinstance(c.task, (str, Path)) else list(c.task or [])
+    if not tasks and c.data_root_path is None: raise ValueError("--task is needed (or --data_root_path): a task file, a multiple-choice file or a text")
+    evs = _task_evaluators([str(t) for t in tasks], c.samples)
+    for e in evs:
+        if e.type == 'downstream': e.load(None, '--task')       # a task's rows are checked before the model loads
     model, tok, device = _load_model(c)
-    res = (_multiple_choice if mc else _exact_match)(c, model, tok, rows, device)
+    out = {}
+    for e in evs:
+        if e.type == 'lm': e.load(tok, '--task')
+        show = {'mc': _multiple_choice, 'gen': _exact_match, 'lm': _lm_set}[e.kind]
+        out[e.label] = show(c, model, tok, e, device)
+    if len(evs) > 1: print(eval_table(out, evs))
+    res = dict(out[evs[0].label]) if len(evs) == 1 else {k: {x: y for x, y in v.items() if x != 'replies'} for k, v in out.items()}
     if c.data_root_path is not None:
         res.update(_lm_eval(c, model, tok, device))
         print(f"  validation loss {res['val_loss']:.4f} nats/token, perplexity {res['val_ppl']:.2f}, over {res['val_tokens']:,} tokens "
@@ -371,12 +424,12 @@ def evaluate(**settings) -> dict:
     if c.json: print(json.dumps({k: v for k, v in res.items() if k != 'replies'}))
     return res
 
-def _exact_match(c:EvalConfig, model, tok, rows:list[dict], device) -> dict:
+def _exact_match(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "Greedy exact-match accuracy on task rows, printed with its breakdown and a few replies."
-    t0 = time.perf_counter()
+    t0, rows = time.perf_counter(), e.rows
     res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device == 'cpu')
     res['seconds'] = time.perf_counter() - t0
-    task = Path(c.task)/'eval.jsonl' if Path(c.task).is_dir() else Path(c.task)
+    task = Path(e.data)/'eval.jsonl' if Path(e.data).is_dir() else Path(e.data)
     print(f"astrai_nb_eval: {c.param_path} on {task}: {res['n']} prompts, greedy, at most {c.max_new_tokens} new tokens")
     print(f"  accuracy   {res['accuracy']:.4f} ({res['correct']} of {res['n']} exact)")
     try: parts = evaluate_task(lambda prompts: res['replies'], rows)               # by digits and operation, for arithmetic prompts
@@ -389,17 +442,47 @@ def _exact_match(c:EvalConfig, model, tok, rows:list[dict], device) -> dict:
         print(f"  example    {r['prompt']!r} -> {y!r} (answer {r['answer']}: {'right' if score(y, r['answer']) else 'wrong'})")
     return res
 
-def _multiple_choice(c:EvalConfig, model, tok, rows:list[dict], device) -> dict:
+def _multiple_choice(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "lm-eval's acc and acc_norm on multiple-choice rows, printed."
     t0 = time.perf_counter()
-    res = mc_accuracy(model, tok, rows, c.max_batch)
+    res = mc_accuracy(model, tok, e.rows, c.max_batch)
     res['seconds'] = time.perf_counter() - t0
-    print(f"astrai_nb_eval: {c.param_path} on {c.task}: {res['n']} multiple-choice questions, scored by likelihood as lm-eval scores them")
+    print(f"astrai_nb_eval: {c.param_path} on {e.data}: {res['n']} multiple-choice questions, scored by likelihood as lm-eval scores them")
     print(f"  acc        {res['acc']:.4f}\n  acc_norm   {res['acc_norm']:.4f}\n  time       {res['seconds']:.1f} s")
     return res
 
+def _lm_set(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
+    "Cross-entropy, perplexity and bits per byte of a text, printed."
+    t0, window = time.perf_counter(), _eval_window(c, model)
+    res = lm_metrics(model, e.tokens, e.nbytes, window, c.batch_size)
+    res['seconds'] = time.perf_counter() - t0
+    print(f"astrai_nb_eval: {c.param_path} on {e.data}: {res['tokens']:,} tokens ({res['bytes']:,} bytes) in windows of {window}")
+    print(f"  cross-entropy {res['CrossEntropyLoss']:.4f} nats/token, perplexity {res['Perplexity']:.2f}, "
+          f"{res['BitsPerByte']:.4f} bits per byte, {res['seconds']:.1f} s")
+    return res
+
+def eval_table(results:dict, evs:list[Evaluator]) -> str:
+    "One line per task: its label, kind, size and main numbers, aligned."
+    cols = {'mc': ('acc', 'acc_norm'), 'gen': ('accuracy',), 'lm': ('CrossEntropyLoss', 'Perplexity', 'BitsPerByte')}
+    lines = [('task', 'kind', 'size', 'scores')]
+    for e in evs:
+        r = results[e.label]
+        size = f"{r['tokens']:,} tokens" if e.kind == 'lm' else f"{r['n']} rows"
+        lines.append((e.label, {'mc': 'multiple choice', 'gen': 'exact match', 'lm': 'lm'}[e.kind], size,
+                      '  '.join(f"{k} {r[k]:.4f}" for k in cols[e.kind])))
+    w = [max(len(l[i]) for l in lines) for i in range(3)]
+    return '\n'.join('  ' + '  '.join(x.ljust(n) for x, n in zip(l, w + [0])).rstrip() for l in lines)
+
+def harness_cli(argv:list[str]|None=None) -> int|None:
+    "Console script `astrai_nb_lm_eval`: lm-evaluation-harness's command line with the model `astrai_nb` registered (`44_harness`)."
+    try: from astrai_nb.harness import lm_eval_cli      # lm-eval is not a requirement of the library: one line if it is missing
+    except ImportError as e:
+        print(f"astrai_nb_lm_eval: error: it needs lm-evaluation-harness (pip install lm-eval): {e}", file=sys.stderr); return 1
+    return lm_eval_cli(argv)
+
 def eval_cli(argv:list[str]|None=None) -> int|None:
     "Console script `astrai_nb_eval`."
-    parser = config_parser(EvalConfig, 'astrai_nb_eval', 'Score a trained model: greedy exact-match accuracy on held-out '
-                           'task prompts, and optionally the validation loss and perplexity of a prepared directory.')
+    parser = config_parser(EvalConfig, 'astrai_nb_eval', "Score a trained model (the eval_only path: a checkpoint scored without "
+                           "training) on tasks: multiple choice as lm-evaluation-harness scores it, greedy exact match, the "
+                           "cross-entropy and bits per byte of a text; and optionally the validation loss of a prepared directory.")
     return run_script('astrai_nb_eval', lambda: evaluate(**_settings(parser, argv)) and None)

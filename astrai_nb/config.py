@@ -313,7 +313,7 @@ class TrainConfig(Sectioned):
     "The settings of a training run (the `astrai_nb_train` flags): the fields of its sections."
     sections = []
     unknown_hint = ("a setting of a train type or of a part of the run exists once the module that declares it is imported "
-                    "(astrai_nb.strategy, astrai_nb.lora, astrai_nb.posttrain); astrai_nb_train imports them all")
+                    "(astrai_nb.strategy, astrai_nb.evaluate, astrai_nb.lora, astrai_nb.posttrain); astrai_nb_train imports them all")
 
 # %% ../nbs/00_config.ipynb #316b1a3d
 SCHEDULE_TYPES = ('cosine', 'sgdr', 'wsd')
@@ -448,6 +448,9 @@ class RunSettings(Settings):
     log_interval: int = 10                # write a metrics.jsonl row every this many steps
     progress: bool = True                 # show a progress bar
     tensorboard: bool = False             # also write the metrics as TensorBoard scalars to ckpt_dir/tensorboard
+    keep_best: str | None = None          # also keep the checkpoint with the best value of this metric (val_loss, or an evaluator's, e.g. eval/downstream/next_line_acc): never pruned, named by ckpt_dir/best
+    wandb: bool = False                   # also log the metrics and the config to Weights & Biases (the wandb package; WANDB_MODE=offline works without a network)
+    wandb_project: str = 'astrai_nb'      # the W&B project of the run
 
     @classmethod
     def validate(cls, run): _at_least(run, 1, 'ckpt_interval', 'keep_last', 'log_interval')

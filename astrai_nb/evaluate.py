@@ -4,21 +4,28 @@
 
 # %% ../nbs/24_evaluate.ipynb #2c2f4db7
 from __future__ import annotations
-import json, math
+import json, math, re
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from fastcore.basics import ifnone, patch
 from pathlib import Path
+import numpy as np
 import torch
+from tokenizers import decoders
 import torch.nn as nn
-from .config import Config
-from .corpus import read_jsonl
-from .prepare import prompt_messages
+from torch import Tensor
+from .config import Config, Settings, TrainConfig
+from .corpus import read_jsonl, read_text_file, encode_documents
+from .losses import IGNORE_INDEX
+from .prepare import prompt_messages, check_prepared
 from .tasks import JSONL_KEYS, score, task_row_problem
-from .strategy import SEQStrategy
+from .strategy import SEQStrategy, token_nll
 
 # %% auto #0
-__all__ = ['MC_KEYS', 'evaluate_loss', 'load_task_rows', 'task_accuracy', 'mc_row_problem', 'is_mc_task', 'load_mc_rows',
-           'choice_tokens', 'mc_loglikelihoods', 'mc_correct', 'mc_accuracy', 'EvalConfig']
+__all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'load_task_rows', 'task_accuracy', 'mc_row_problem',
+           'is_mc_task', 'load_mc_rows', 'choice_tokens', 'mc_loglikelihoods', 'mc_correct', 'mc_accuracy',
+           'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator', 'parse_evaluators',
+           'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
 
 # %% ../nbs/24_evaluate.ipynb #993999db
 @torch.no_grad()
@@ -122,6 +129,7 @@ def mc_row_problem(row) -> str|None:
         return f"'choices' must be a list of at least two non-empty strings, got {ch!r:.80}"
     if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < len(ch):
         return f"'gold' must be the index of the right choice, an integer from 0 to {len(ch) - 1}, got {g!r:.40}"
+    if not isinstance(row.get('delimiter', ' '), str): return f"'delimiter' must be text, got {row['delimiter']!r:.40}"
     return None
 
 def is_mc_task(path) -> bool:
@@ -153,35 +161,75 @@ def choice_tokens(tokenizer, query:str, choice:str, delimiter:str=' ') -> tuple[
     whole, ctx = tokenizer.encode(query + cont), tokenizer.encode(query)
     return ctx, whole[len(ctx):]
 
+def _logp(logits:Tensor) -> Tensor: return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)   # at least fp32
+
+def _score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[float]:
+    "Summed log-probabilities of continuations, each (input ids, targets, where the continuation starts) a whole sequence, right-padded in batches."
+    device, scores = model.tok_embeddings.weight.device, []
+    for i in range(0, len(seqs), max_batch):
+        part = seqs[i:i + max_batch]
+        T = max(len(x) for x, _, _ in part)
+        ids = torch.tensor([x + [0] * (T - len(x)) for x, _, _ in part], device=device)                # (b, T) right-padded
+        tgt = torch.tensor([y + [0] * (T - len(y)) for _, y, _ in part], device=device)
+        start, end = (torch.tensor(v, device=device)[:, None] for v in zip(*[(s, len(y)) for _, y, s in part]))
+        pos = torch.arange(T, device=device)
+        keep = (pos >= start) & (pos < end)                                                          # the continuation
+        lp = _logp(model(ids)).gather(-1, tgt[..., None])[..., 0]                    # (b, T)
+        scores += lp.masked_fill(~keep, 0).sum(-1).tolist()
+    return scores
+
+def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[int]]], max_batch:int) -> list[list[float]]:
+    "Summed log-probabilities of each query's continuations: the query run once into a KV cache, copied for each of its continuations."
+    device, out, i = model.tok_embeddings.weight.device, [], 0
+    while i < len(ctxs):
+        j, n = i + 1, len(conts[i])                               # questions i..j-1: their choices fit in max_batch rows
+        while j < len(ctxs) and n + len(conts[j]) <= max_batch: n += len(conts[j]); j += 1
+        cx, cs = ctxs[i:j], conts[i:j]
+        T, C = max(map(len, cx)), max(len(c) for cc in cs for c in cc)
+        caches = model.make_kv_caches(j - i, T + C)
+        ids = torch.tensor([c + [0] * (T - len(c)) for c in cx], device=device)                      # (q, T) right-padded
+        last = _logp(model(ids, 0, caches))[torch.arange(j - i), torch.tensor([len(c) - 1 for c in cx])]   # (q, V)
+        rep = torch.tensor([len(cc) for cc in cs], device=device)
+        for cache in caches: cache.k, cache.v = cache.k.repeat_interleave(rep, 0), cache.v.repeat_interleave(rep, 0)
+        for cache in caches: cache.row_ids = torch.arange(n, device=device)[:, None]
+        flat = [c for cc in cs for c in cc]
+        start = torch.tensor([len(c) for c, cc in zip(cx, cs) for _ in cc], device=device)           # each row after its own query
+        cont = torch.tensor([c + [0] * (C - len(c)) for c in flat], device=device)                   # (n, C)
+        lp = _logp(model(cont, start, caches))                                     # (n, C, V): lp[:, k] predicts token k + 1
+        first = last.repeat_interleave(rep, 0).gather(-1, cont[:, :1])[:, 0]                         # the first token, after the query
+        rest = lp[:, :-1].gather(-1, cont[:, 1:, None])[..., 0]                                      # (n, C - 1)
+        keep = torch.arange(1, C, device=device)[None] < torch.tensor([len(c) for c in flat], device=device)[:, None]
+        scores = iter((first + rest.masked_fill(~keep, 0).sum(-1)).tolist())
+        out += [[next(scores) for _ in cc] for cc in cs]
+        i = j
+    return out
+
 @torch.no_grad()
 def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain model)
                       tokenizer,               # its `TextTokenizer`
                       rows:list[dict],         # {'query', 'choices', 'gold'} rows (`load_mc_rows`)
-                      max_batch:int=64         # sequences (choices) per forward pass
+                      max_batch:int=64,        # sequences (choices) per forward pass
+                      shared:bool=True         # run each query once (a KV cache shared by its choices); False: every choice with its query
                      ) -> list[list[float]]:   # the summed log-probability of each row's choices
     "Each choice's summed log-probability given its query (lm-eval's loglikelihood), the choices of many rows in one forward pass."
-    seqs = []                                                     # (input ids, targets, where the continuation starts)
-    for r in rows:
-        for c in r['choices']:
-            ctx, cont = choice_tokens(tokenizer, r['query'], c)
-            ids = (ctx + cont)[-(model.cfg.max_seq_len + 1):]
-            seqs.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
-    was_training, device, scores = model.training, model.tok_embeddings.weight.device, []
+    pairs = [[choice_tokens(tokenizer, r['query'], c, r.get('delimiter', ' ')) for c in r['choices']] for r in rows]
+    L = model.cfg.max_seq_len + 1
+    # shared: rows whose query and longest continuation fit the model, with a query of at least one token
+    fits = [shared and bool(p[0][0]) and all(len(ctx) + len(cont) <= L - 1 for ctx, cont in p) for p in pairs]
+    was_training = model.training
     model.eval()
     try:
-        for i in range(0, len(seqs), max_batch):
-            part = seqs[i:i + max_batch]
-            T = max(len(x) for x, _, _ in part)
-            ids = torch.tensor([x + [0] * (T - len(x)) for x, _, _ in part], device=device)                # (b, T) right-padded
-            tgt = torch.tensor([y + [0] * (T - len(y)) for _, y, _ in part], device=device)
-            start, end = (torch.tensor(v, device=device)[:, None] for v in zip(*[(s, len(y)) for _, y, s in part]))
-            pos = torch.arange(T, device=device)
-            keep = (pos >= start) & (pos < end)                                                          # the continuation
-            lp = model(ids).float().log_softmax(-1).gather(-1, tgt[..., None])[..., 0]                    # (b, T)
-            scores += lp.masked_fill(~keep, 0).sum(-1).tolist()
+        whole = []                                                # (input ids, targets, where the continuation starts)
+        for p, ok in zip(pairs, fits):
+            if ok: continue
+            for ctx, cont in p:
+                ids = (ctx + cont)[-L:]
+                whole.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
+        it = iter(_score_whole(model, whole, max_batch))
+        sh = iter(_score_shared(model, [p[0][0] for p, ok in zip(pairs, fits) if ok],
+                                [[cont for _, cont in p] for p, ok in zip(pairs, fits) if ok], max_batch))
     finally: model.train(was_training)
-    it = iter(scores)
-    return [[next(it) for _ in r['choices']] for r in rows]
+    return [next(sh) if ok else [next(it) for _ in r['choices']] for r, ok in zip(rows, fits)]
 
 # %% ../nbs/24_evaluate.ipynb #f1a2b3c7
 def _first_max(xs) -> int: return max(range(len(xs)), key=lambda i: (xs[i], -i))   # ties: the first, as np.argmax
@@ -204,12 +252,222 @@ def mc_accuracy(model:nn.Module, tokenizer, rows:list[dict],
     if n == 0: raise ValueError("no multiple-choice rows to evaluate: pass at least one {'query', 'choices', 'gold'} row")
     return {'acc': acc / n, 'acc_norm': norm / n, 'n': int(n)}
 
+# %% ../nbs/24_evaluate.ipynb #af7326bc
+def token_bytes(tokenizer) -> torch.Tensor:
+    "The UTF-8 bytes each token id stands for (0 for special tokens): what bits per byte divides by."
+    b = tokenizer.backend
+    specials = {i for i, t in b.get_added_tokens_decoder().items() if t.special}
+    byte_level = isinstance(b.decoder, decoders.ByteLevel)                # one character of a token per byte
+    size = lambda i: len(b.id_to_token(i)) if byte_level else len(tokenizer.decode([i]).encode('utf-8'))
+    return torch.tensor([0 if i in specials else size(i) for i in range(tokenizer.vocab_size)])
+
+@torch.no_grad()
+def lm_metrics(model:nn.Module,               # a `Transformer` (the plain model)
+               tokens,                        # (n,) token ids: an array, a memmap or a tensor
+               nbytes:torch.Tensor,           # (vocab,) bytes of each token (`token_bytes`)
+               window_size:int,               # tokens predicted per window
+               batch_size:int=8,              # windows per forward pass
+               rank:int=0, world_size:int=1,  # this process scores windows rank, rank + world_size, ...
+               reduce=lambda x: x,            # sums a number over the ranks
+               autocast=nullcontext           # a callable returning the precision context
+              ) -> dict:                      # CrossEntropyLoss, Perplexity, BitsPerByte, tokens, bytes
+    "Token-weighted cross-entropy, perplexity and bits per byte of a text under `model`, in windows of `window_size` with no overlap."
+    starts = list(range(0, len(tokens) - 1, window_size))[rank::world_size]        # window i: tokens[s : s + window_size + 1]
+    device, was_training = model.tok_embeddings.weight.device, model.training
+    nll = count = size = 0.0
+    model.eval()
+    try:
+        for i in range(0, len(starts), batch_size):
+            ws = [torch.as_tensor(np.asarray(tokens[s:s + window_size + 1], dtype=np.int64)) for s in starts[i:i + batch_size]]
+            T = max(len(w) for w in ws) - 1
+            x = torch.stack([torch.cat([w[:-1], w.new_zeros(T + 1 - len(w))]) for w in ws]).to(device)          # (b, T) right-padded
+            y = torch.stack([torch.cat([w[1:], w.new_full((T + 1 - len(w),), IGNORE_INDEX)]) for w in ws]).to(device)
+            with autocast(): nll += token_nll(model, x, y).double().sum().item()
+            seen = y != IGNORE_INDEX
+            count += seen.sum().item()
+            size += nbytes.to(device)[y.clamp(min=0)].masked_fill(~seen, 0).sum().item()
+    finally: model.train(was_training)
+    nll, count, size = reduce(nll), reduce(float(count)), reduce(float(size))
+    if not count: raise ValueError("no tokens to score: the text must hold at least two tokens")
+    return {'CrossEntropyLoss': nll / count, 'Perplexity': math.exp(min(nll / count, 700.0)),
+            'BitsPerByte': nll / math.log(2) / size if size else math.nan, 'tokens': int(count), 'bytes': int(size)}
+
+# %% ../nbs/24_evaluate.ipynb #8ec21448
+EVALUATOR_TYPES = ('lm', 'downstream')
+_COLUMNS = ('query', 'choices', 'gold', 'split')
+DATASET_SUFFIXES = ('.parquet', '.csv', '.arrow')
+
+@dataclass
+class Evaluator:
+    "One labelled evaluator: an `lm` set or a `downstream` task, and its data."
+    label:str                  # names its metrics: eval/<label>/... or eval/downstream/<label>_...
+    data:str                   # a prepared directory, a text or JSON-lines file, a task file, or a dataset on disk
+    type:str|None = None       # 'lm' or 'downstream'; None: from the data
+    columns:dict|None = None   # a dataset's columns: {'query': name, 'choices': name or [names], 'gold': name, 'split': name}
+    samples:int = 0            # a task's first this many rows; 0: all
+
+    def __post_init__(self):
+        if not isinstance(self.label, str) or not re.fullmatch(r'[A-Za-z0-9][\w.\-]*', self.label):
+            raise ValueError(f"evaluator label {self.label!r} must be letters, digits, '_', '-' or '.' (it names metrics)")
+        self.type = ifnone(self.type, evaluator_type(self.data))
+        if self.type not in EVALUATOR_TYPES: raise ValueError(f"evaluator {self.label}: type {self.type!r} is not one of {EVALUATOR_TYPES}")
+        if self.columns is not None and (bad := set(self.columns) - set(_COLUMNS)):
+            raise ValueError(f"evaluator {self.label}: unknown column option(s) {sorted(bad)}; the options are {list(_COLUMNS)}")
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 0:
+            raise ValueError(f"evaluator {self.label}: samples must be an integer >= 0, got {self.samples!r}")
+
+def evaluator_type(path) -> str:
+    "'lm' for a prepared directory, a text file or a JSON-lines file of {'text'} rows; 'downstream' for a task file or a dataset."
+    p = Path(path)
+    if p.is_dir(): return 'lm' if (p/'meta.json').exists() else 'downstream'
+    if p.suffix in DATASET_SUFFIXES: return 'downstream'
+    if p.suffix in ('.jsonl', '.json') and p.is_file():
+        with open(p, encoding='utf-8', errors='replace') as f: first = next((l for l in f if l.strip()), '')
+        try: row = json.loads(first)
+        except json.JSONDecodeError: row = None
+        if isinstance(row, dict) and not set(row) & {'text'}: return 'downstream'
+    return 'lm'
+
+def parse_evaluator(spec) -> Evaluator:
+    "An `Evaluator` from `LABEL=[TYPE:]PATH[,OPTION=VALUE...]` or from a JSON object of its fields."
+    if isinstance(spec, Evaluator): return spec
+    if isinstance(spec, dict):
+        if bad := set(spec) - {f.name for f in fields(Evaluator)}:
+            raise ValueError(f"evaluator {spec.get('label', spec)!r}: unknown field(s) {sorted(bad)}; an evaluator has label, data, type, columns, samples")
+        return Evaluator(**spec)
+    label, eq, rest = str(spec).partition('=')
+    if not eq or not rest: raise ValueError(f"evaluator {spec!r}: write it as LABEL=[TYPE:]PATH[,OPTION=VALUE...], e.g. val=data/builtin")
+    path, *opts = rest.split(',')
+    kind, colon, tail = path.partition(':')
+    kind, path = (kind, tail) if colon and kind in EVALUATOR_TYPES else (None, path)
+    columns, samples = {}, 0
+    for o in opts:
+        k, eq, v = o.partition('=')
+        if not eq: raise ValueError(f"evaluator {label}: option {o!r} must be NAME=VALUE")
+        if k == 'samples':
+            try: samples = int(v)
+            except ValueError: raise ValueError(f"evaluator {label}: samples={v!r} is not an integer") from None
+        else: columns[k] = v.split('+') if k == 'choices' and '+' in v else v
+    return Evaluator(label, path, kind, columns or None, samples)
+
+def parse_evaluators(specs) -> list[Evaluator]:
+    "Every evaluator of a list, their labels distinct."
+    evs = [parse_evaluator(s) for s in ([specs] if isinstance(specs, (str, dict)) else specs)]
+    if dup := sorted({e.label for e in evs if [x.label for x in evs].count(e.label) > 1}):
+        raise ValueError(f"evaluator label(s) {dup} given more than once: each evaluator needs its own label")
+    return evs
+
+# %% ../nbs/24_evaluate.ipynb #eb92e31f
+def load_mc_dataset(path,                   # a saved dataset folder, or a parquet, JSON-lines or CSV file
+                    columns:dict,           # {'query': name, 'choices': name or [names], 'gold': name, 'split': name}
+                    samples:int=0,          # keep the first this many rows; 0: all
+                    flag:str='--evaluators' # the setting the path came from, named in the errors
+                   ) -> list[dict]:
+    "Multiple-choice rows from a Hugging Face `datasets` dataset on disk, its columns mapped to query/choices/gold."
+    import datasets
+    p = Path(path)
+    if not p.exists(): raise FileNotFoundError(f"{flag} {path} does not exist")
+    if p.is_dir():
+        ds = datasets.load_from_disk(str(p))
+        if isinstance(ds, datasets.DatasetDict):
+            split = columns.get('split') or next(s for s in ('validation', 'test', 'train', *ds) if s in ds)
+            if split not in ds: raise ValueError(f"{flag} {p} has no split {split!r}; its splits: {list(ds)}")
+            ds = ds[split]
+    else:
+        read = {'.parquet': datasets.Dataset.from_parquet, '.csv': datasets.Dataset.from_csv, '.jsonl': datasets.Dataset.from_json,
+                '.json': datasets.Dataset.from_json}.get(p.suffix)
+        if read is None: raise ValueError(f"{flag} {p}: a dataset file must be .parquet, .jsonl, .json or .csv")
+        ds = read(str(p))
+    want = {k: columns.get(k, k) for k in MC_KEYS}
+    names = [want['query'], want['gold'], *([want['choices']] if isinstance(want['choices'], str) else want['choices'])]
+    if missing := [c for c in names if c not in ds.column_names]:
+        raise ValueError(f"{flag} {p}: no column(s) {missing}; its columns are {ds.column_names} (map them with query=, choices=, gold=)")
+    rows = []
+    for i, r in enumerate(ds.select(range(min(samples, len(ds)))) if samples else ds):
+        ch = r[want['choices']] if isinstance(want['choices'], str) else [r[c] for c in want['choices']]
+        g = r[want['gold']]
+        if isinstance(g, str) and isinstance(ch, list): g = ch.index(g) if g in ch else int(g) if g.strip().isdigit() else g
+        row = {'query': r[want['query']], 'choices': ch, 'gold': g}
+        if problem := mc_row_problem(row): raise ValueError(f"{flag} {p}: row {i}: {problem}")
+        rows.append(row)
+    if not rows: raise ValueError(f"{flag} {p} holds no rows")
+    return rows
+
+# %% ../nbs/24_evaluate.ipynb #10b72e23
+def lm_tokens(path,                     # a prepared pretraining directory (its val split), or a text or JSON-lines file of {'text'} rows
+              tokenizer,                # the model's `TextTokenizer`
+              flag:str='--evaluators'   # the setting the path came from, named in the errors
+             ) -> np.ndarray:           # eos, then the documents' ids, each ended by eos
+    "The tokens of an `lm` set after an eos: a prepared directory's val split, or a text file (one document) or JSON-lines file (a document per row), tokenized as prepare does."
+    p = Path(path)
+    if p.is_dir():
+        meta, _ = check_prepared(p, 'pretrain')
+        if meta['tokenizer_hash'] != tokenizer.hash:
+            raise ValueError(f"{flag} {p} was prepared with another tokenizer than the model's: prepare it with the model's tokenizer")
+        docs = [np.memmap(p/'val.bin', dtype=meta['dtype'], mode='r')]
+    elif p.suffix in ('.jsonl', '.json'):
+        rows = read_jsonl(p)
+        for i, r in enumerate(rows):
+            if not isinstance(r, dict) or not isinstance(r.get('text'), str):
+                raise ValueError(f"{flag} {p}:{_row_lines(p)[i]}: a row of an lm set needs 'text', a string")
+        docs = [r['text'] for r in rows]
+    else: docs = [read_text_file(p)]
+    if not docs: raise ValueError(f"{flag} {p} holds no text")
+    if not p.is_dir(): docs = encode_documents(tokenizer, docs)
+    return np.concatenate([np.array([tokenizer.eos_id], dtype=docs[0].dtype), *docs])
+
+@patch
+def load(self:Evaluator, tokenizer, flag:str='--evaluators') -> Evaluator:
+    "Read and check the data once: the tokens of an `lm` set (`kind` 'lm'), the rows of a multiple-choice ('mc') or exact-match ('gen') task."
+    p = Path(self.data)
+    if self.type == 'lm': self.kind, self.tokens, self.nbytes = 'lm', lm_tokens(p, tokenizer, flag), token_bytes(tokenizer)
+    elif self.columns is not None or p.suffix in DATASET_SUFFIXES or (p.is_dir() and not (p/'eval.jsonl').exists()):
+        self.kind, self.rows = 'mc', load_mc_dataset(p, self.columns or {}, self.samples, flag)
+    elif is_mc_task(p): self.kind, self.rows = 'mc', load_mc_rows(p, self.samples, flag)
+    else: self.kind, self.rows = 'gen', load_task_rows(p, self.samples, flag)
+    return self
+
+@patch
+def run(self:Evaluator, model:nn.Module, tokenizer,
+        window_size:int,                # an lm set's tokens per window
+        batch_size:int=8,               # an lm set's windows per forward pass
+        max_batch:int=64,               # a task's choices per forward pass, or replies decoded together
+        max_new_tokens:int=16,          # an exact-match reply's tokens at most
+        rank:int=0, world_size:int=1, reduce=lambda x: x, autocast=nullcontext) -> dict:
+    "The evaluator's metrics (after `load`), under OLMo's names."
+    if self.kind == 'lm':
+        r = lm_metrics(model, self.tokens, self.nbytes, window_size, batch_size, rank, world_size, reduce, autocast)
+        return {f'eval/{self.label}/{k}': r[k] for k in ('CrossEntropyLoss', 'Perplexity', 'BitsPerByte')}
+    if self.kind == 'mc':
+        r = mc_accuracy(model, tokenizer, self.rows, max_batch, rank, world_size, reduce)
+        return {f'eval/downstream/{self.label}_acc': r['acc'], f'eval/downstream/{self.label}_acc_norm': r['acc_norm']}
+    r = task_accuracy(model, tokenizer, self.rows, max_new_tokens, max_batch, rank, world_size, reduce)
+    return {f'eval/downstream/{self.label}_accuracy': r['accuracy']}
+
+# %% ../nbs/24_evaluate.ipynb #be121d76
+@TrainConfig.add_section
+@dataclass
+class EvaluatorSettings(Settings):
+    "Labelled evaluators, as OLMo's: lm sets and downstream tasks, every eval_interval steps and at the end."
+    title = 'evaluators'
+    metavars = {'evaluators': 'LABEL=PATH'}
+    evaluators: list[str] | None = None   # labelled evaluators, each LABEL=[lm:|downstream:]PATH[,OPTION=VALUE...]: lm sets (a prepared directory's val split, a text or JSON-lines file; cross-entropy, perplexity, bits per byte) and tasks (multiple choice: acc, acc_norm; exact match: accuracy; a dataset on disk with query=,choices=,gold= columns)
+
+    @classmethod
+    def validate(cls, run):
+        if run.evaluators is None: return
+        try: parse_evaluators(run.evaluators)
+        except (ValueError, TypeError) as e: raise ValueError(f"TrainConfig.evaluators: {e}") from None
+        if run.parallel_mode == 'fsdp':
+            raise ValueError("TrainConfig.evaluators cannot be used with parallel_mode='fsdp' yet: each rank holds only a shard of the "
+                             "weights. Train with --parallel_mode ddp, or evaluate the saved checkpoints with astrai_nb_eval")
+
 # %% ../nbs/24_evaluate.ipynb #ea74dae0
 @dataclass
 class EvalConfig(Config):
     "The settings of `astrai_nb_eval`."
     param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
-    task: str|None = None              # an eval.jsonl of task prompts and answers (or a directory holding one), or a JSON-lines file of multiple-choice query/choices/gold rows
+    task: list[str]|None = None        # tasks, each [LABEL=]PATH: an eval.jsonl of prompts and answers (or a directory holding one), a JSON-lines file of multiple-choice query/choices/gold rows, or a text (an lm set)
     samples: int = 0                   # task prompts to evaluate (the first ones of the file); 0: all
     max_new_tokens: int = 16           # tokens each reply may take at most
     max_batch: int = 64                # replies decoded together (rows of the KV cache)
@@ -229,4 +487,4 @@ class EvalConfig(Config):
             if getattr(self, name) < lo: raise ValueError(f"EvalConfig.{name} must be >= {lo}, got {getattr(self, name)}")
         if self.window_size is not None and self.window_size < 2: raise ValueError(f"EvalConfig.window_size must be >= 2 (or None), got {self.window_size}")
         return self
-EvalConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
+EvalConfig.choices, EvalConfig.metavars = {'dtype': ('float32', 'bfloat16', 'float16')}, {'task': '[LABEL=]PATH'}

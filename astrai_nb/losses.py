@@ -142,7 +142,7 @@ def kl_to_reference(logits:Tensor,          # (B, T, V) policy logits
 def _matmul_dtype(hidden:Tensor, weight:Tensor) -> torch.dtype:
     "The dtype `F.linear(hidden, weight)` computes in: autocast's if it is on, else the inputs' common dtype."
     dev = hidden.device.type
-    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.result_type(hidden, weight)
+    return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else torch.result_type(hidden, weight)   # a graph break under torch.compile, kept: without it the compiled chunked head trained wrong on CUDA (41b_gpu)
 
 class _ChunkedNLL(torch.autograd.Function):
     "Label-smoothed -log p(target) of each row of `hidden @ weight.T`, `chunk_size` rows at a time; backward recomputes the logits."

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 # %% auto #0
-__all__ = ['param_groups', 'build_optimizer']
+__all__ = ['param_groups', 'build_optimizer', 'place_optimizer_state']
 
 # %% ../nbs/22_optim.ipynb #eea90a96
 def param_groups(model:nn.Module, weight_decay:float) -> list[dict]:
@@ -32,3 +32,14 @@ def build_optimizer(model:nn.Module,
     if fused is None: fused = next(model.parameters()).device.type == 'cuda'
     kernel = {'fused': True} if fused else {'foreach': True}
     return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=tuple(betas), eps=eps, **kernel)
+
+# %% ../nbs/22_optim.ipynb #14f9bab8
+def place_optimizer_state(optimizer:torch.optim.Optimizer) -> torch.optim.Optimizer:
+    "Move every `step` to where the optimizer's own kernel reads it: the parameter's device in float32 (fused, capturable), else the CPU."
+    for g in optimizer.param_groups:
+        on_device = bool(g.get('fused') or g.get('capturable'))
+        cpu_dtype = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32   # as PyTorch makes a fresh one
+        for p in g['params']:
+            s = optimizer.state.get(p, {}).get('step')
+            if torch.is_tensor(s): optimizer.state[p]['step'] = s.to(p.device, torch.float32) if on_device else s.to('cpu', cpu_dtype)
+    return optimizer

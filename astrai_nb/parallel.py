@@ -191,13 +191,19 @@ class FSDPExecutor(_Distributed):
     def __init__(self, reshard_after_forward:bool=True):
         super().__init__(); self.reshard_after_forward = reshard_after_forward
 
+    def mesh(self, model:nn.Module):
+        "The 1-D device mesh of every rank, on the device `model` trains on (FSDP2's default mesh is CUDA's whenever CUDA exists)."
+        from torch.distributed.device_mesh import init_device_mesh
+        return init_device_mesh(next(model.parameters()).device.type, (self.world_size,))
+
     def prepare(self, model:nn.Module) -> nn.Module:
         try: from torch.distributed.fsdp import fully_shard
         except ImportError: from torch.distributed._composable.fsdp import fully_shard    # torch 2.5
         # harmless for our losses: see above
         warnings.filterwarnings('ignore', message=VIEW_WARNING, category=UserWarning)
-        for block in model.layers: fully_shard(block, reshard_after_forward=self.reshard_after_forward)
-        return fully_shard(model, reshard_after_forward=self.reshard_after_forward)
+        kw = dict(mesh=self.mesh(model), reshard_after_forward=self.reshard_after_forward)
+        for block in model.layers: fully_shard(block, **kw)
+        return fully_shard(model, **kw)
 
     def accumulate(self, model:nn.Module, last:bool):
         model.set_requires_gradient_sync(last)

@@ -18,17 +18,17 @@ from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
 from .config import ModelConfig, TrainConfig, DataMix, PRESETS
 from .model import Transformer, num_params, available_memory
-from .optim import build_optimizer
+from .optim import build_optimizer, place_optimizer_state
 from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler
 from .prepare import DATA_KINDS
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS)
+                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
-                                 RewardFailures, SourceTokens)
+                                 RewardFailures, SourceTokens, Evaluators, WandbLogger)
 from .callbacks import read_metrics, plot_metrics   # where they were first: `from astrai_nb.trainer import plot_metrics` works on
 
 # %% auto #0
@@ -389,8 +389,9 @@ def default_callbacks(self:TrainContextBuilder) -> list[Callback]:
     "The default callbacks for the config (logs and progress on rank 0 only; checkpoints are collective, rank 0 writes)."
     c = self.config
     cbs = [GradientClipping(c.max_grad_norm, c.warmup_max_grad_norm), Throughput(), Validation(c.val_interval, c.val_batches),
-           CheckpointSaver(c.ckpt_interval, c.keep_last)]
+           CheckpointSaver(c.ckpt_interval, c.keep_last, c.keep_best)]
     if c.eval_task is not None: cbs.append(TaskEval(c.eval_task, c.eval_interval, c.eval_samples, c.eval_max_new_tokens))
+    if getattr(c, 'evaluators', None): cbs.append(Evaluators(c.evaluators, c.eval_interval, max_new_tokens=c.eval_max_new_tokens))
     if 'reward_failed' in StrategyFactory.registry[c.train_type].metrics: cbs.append(RewardFailures())   # a reward that always fails stops the run
     if isinstance(getattr(self, 'sampler', None), MixtureSampler) or self.stage2_data is not None: cbs.append(SourceTokens())
     if c.gradient_checkpointing: cbs.append(GradientCheckpointing())
@@ -398,6 +399,7 @@ def default_callbacks(self:TrainContextBuilder) -> list[Callback]:
         cbs.append(MetricLogger(Path(c.ckpt_dir) / 'metrics.jsonl', c.log_interval))
         if c.progress: cbs.append(ProgressBar())
         if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard', c.log_interval))
+        if c.wandb: cbs.append(WandbLogger(c.ckpt_dir, c.wandb_project, c.log_interval))
     return cbs
 
 # %% ../nbs/34_trainer.ipynb #0a1cdcc7
@@ -679,17 +681,21 @@ def parts(self:TrainContext) -> list:
 
 # %% ../nbs/34_trainer.ipynb #6d8c4738
 @patch
-def save_checkpoint(self:TrainContext, keep_last:int=3) -> Path|None:
+def save_checkpoint(self:TrainContext, keep_last:int=3,
+                    best:dict|None=None     # the best step so far (`CheckpointSaver`'s keep_best): recorded in meta.json, never pruned
+                   ) -> Path|None:
     "Write a checkpoint of the current step and prune old ones: every rank gathers, rank 0 writes (and returns the path)."
     model_sd, optim_sd = self.executor.state_dicts(self.raw_model, self.optimizer)
     if self.rank != 0: return None
     extra = {'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(), 'trainer_state': trainer_state(self)}
     meta = {'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'), 'data': self.data_info}
+    if best is not None: meta['best'] = best
     for p in self.parts: p.saving(self, model_sd, extra, meta)     # a reference's record, adapters only, ...
     ck = Checkpoint(model_sd, self.epoch, self.iteration, extra=extra, meta=meta,
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
-    prune_checkpoints(self.ckpt_dir, keep_last)
+    if best is not None and (b := Path(self.ckpt_dir) / f"step_{best['step']}").is_dir(): point_best(self.ckpt_dir, b)   # ckpt_dir/best
+    prune_checkpoints(self.ckpt_dir, keep_last, keep={f"step_{best['step']}"} if best else ())
     return path
 
 # %% ../nbs/34_trainer.ipynb #407b4246
@@ -724,6 +730,7 @@ def load_checkpoint(self:TrainContext, path):
     for group, h in zip(self.optimizer.param_groups, hyper):
         changed.update({k: (group[k], v) for k, v in h.items() if k != 'lr' and _plain(group.get(k)) != _plain(v)})
         group.update(h)
+    place_optimizer_state(self.optimizer)               # AdamW's steps where this run's kernel reads them (`22_optim`)
     changed.update(self.restore_schedule(ck.extra['scheduler']))
     if changed and self.rank == 0:
         print("resume: this run's settings decide the schedule and the optimizer: "
@@ -739,7 +746,7 @@ def load_checkpoint(self:TrainContext, path):
 
 # %% ../nbs/34_trainer.ipynb #aca8faa7
 # besides the step_* checkpoints, what a run writes into its ckpt_dir
-RUN_FILES = ('metrics.jsonl', 'tensorboard')
+RUN_FILES = ('metrics.jsonl', 'tensorboard', 'best', 'wandb', 'wandb_run_id')
 
 def _names(paths:list[Path]) -> str:
     "The files of a run, checkpoints summed up when there are many: '8 checkpoints step_5..step_40, metrics.jsonl'."
@@ -755,7 +762,7 @@ def foreign_files(self:TrainContext) -> list[Path]:
     # nothing complete to resume: the same run, started again
     if src is None and self.resume_request == 'auto': return []
     if src is None or src.resolve().parent != d.resolve():
-        return list_checkpoints(d) + [d / n for n in RUN_FILES if (d / n).exists()]
+        return list_checkpoints(d) + [d / n for n in RUN_FILES if (d / n).exists() or (d / n).is_symlink()]
     # the newest complete one: newer ones are damaged leftovers
     if self.resume_request == 'auto': return []
     return [p for p in list_checkpoints(d) if int(p.name[5:]) > self.iteration]
@@ -777,7 +784,7 @@ def _claim(self:TrainContext):
     if param is not None and any(param == p.resolve() or p.resolve() in param.parents for p in foreign):
         raise ValueError(f"--param_path {self.config.param_path} is inside {d}, which --overwrite "
                          "would delete: copy it elsewhere first")
-    for p in foreign: shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for p in foreign: shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     print(f"--overwrite: deleted {_names(foreign)} from {d}", flush=True)
 
 # %% ../nbs/34_trainer.ipynb #8be46632
