@@ -27,7 +27,7 @@ from .hf import hf_config, hf_key_map, hf_state_dict
 __all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio',
            'ratio_quartiles', 'benchmark', 'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed',
            'hf_generate_fn', 'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report',
-           'step_breakdown', 'serve_benchmark', 'format_serve_report']
+           'step_breakdown', 'serve_process', 'serve_benchmark', 'format_serve_report']
 
 # %% ../nbs/41a_bench.ipynb #666d5a17
 def _import_transformers():
@@ -498,6 +498,21 @@ def _concurrent(base:str, prompts:list[list[int]], max_tokens:int) -> tuple[floa
         return time.perf_counter() - t0, [f for f, _ in res], sum(n for _, n in res)
 
 # %% ../nbs/41a_bench.ipynb #9abe2521
+@contextmanager
+def serve_process(model:Transformer, tok, d,   # the model and its tokenizer, saved as a checkpoint into the folder `d`
+                  **settings):                  # more `ServeConfig` settings: max_batch, threads, device, dtype, ...
+    "`serve` on `model` in a process of its own: yields its base URL and the process, which is stopped on exit."
+    assets = {p.name: p.read_bytes() for p in tok.save(Path(d)/'tok').iterdir()}
+    ckpt = Checkpoint(model.state_dict(), config=model.cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
+    args = ''.join(f", {k}={v!r}" for k, v in settings.items())
+    code = f"from astrai_nb.serve import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, log_level='warning'{args}))"
+    proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
+    try:
+        m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
+        if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
+        yield m.group(1), proc
+    finally: proc.terminate(); proc.wait()
+
 def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent streams to time
                     new_tokens:int=128,                 # tokens each stream generates (ignore_eos: exactly these)
                     prompt_len:int=16,                  # tokens of each random prompt
@@ -513,26 +528,14 @@ def serve_benchmark(streams:Sequence[int]=(1, 4, 8),   # numbers of concurrent s
     tok = train_tokenizer(itertools.islice(builtin_documents(), 150), vocab_size=cfg.vocab_size)
     gen = torch.Generator().manual_seed(seed)
     prompts = torch.randint(0, tok.vocab_size, (max(streams), prompt_len), generator=gen).tolist()
-    with tempfile.TemporaryDirectory() as d:
-        tok_dir = tok.save(Path(d)/'tok')
-        assets = {p.name: p.read_bytes() for p in tok_dir.iterdir()}
-        ckpt = Checkpoint(model.state_dict(), config=cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
-        code = (f"from astrai_nb.serve import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, "
-                f"max_batch={max(streams)}, threads={threads}, log_level='warning'))")
-        proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
-        try:
-            m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
-            if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
-            base, engine = m.group(1), Generator(model, max_batch=max(streams))
-            seen = {n: [] for n in streams}
-            def run(n): seen[n].append(_concurrent(base, prompts[:n], new_tokens))
-            steps = {f'server {n}': partial(run, n) for n in streams}
-            steps |= {f'engine {n}': partial(decode_speed, engine, n, prompt_len, new_tokens, seed) for n in streams}
-            cpu0 = _cpu_seconds(proc.pid)
-            with torch_threads(threads), ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
-            others = None if load.cores is None else max(0.0, load.cores - (_cpu_seconds(proc.pid) - cpu0) / load.wall)
-        finally:
-            proc.terminate(); proc.wait()
+    with tempfile.TemporaryDirectory() as d, serve_process(model, tok, d, max_batch=max(streams), threads=threads) as (base, proc):
+        engine, seen = Generator(model, max_batch=max(streams)), {n: [] for n in streams}
+        def run(n): seen[n].append(_concurrent(base, prompts[:n], new_tokens))
+        steps = {f'server {n}': partial(run, n) for n in streams}
+        steps |= {f'engine {n}': partial(decode_speed, engine, n, prompt_len, new_tokens, seed) for n in streams}
+        cpu0 = _cpu_seconds(proc.pid)
+        with torch_threads(threads), ForeignLoad() as load: times = time_interleaved(steps, n=rounds, warmup=1)
+        others = None if load.cores is None else max(0.0, load.cores - (_cpu_seconds(proc.pid) - cpu0) / load.wall)
     runs = {n: seen[n][1:] for n in streams}                                 # the first of each was the warm-up
     rate = {n: [n * new_tokens / wall for wall, _, _ in runs[n]] for n in streams}
     res = {}

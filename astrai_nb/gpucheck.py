@@ -382,7 +382,7 @@ def serve_check(device='cpu', cfg:ModelConfig|None=None, streams=(1, 32), prompt
                 texts=None,              # the tokenizer's training texts (None: 150 documents of the built-in corpus, 4,096 ids)
                 seed:int=0) -> list[dict]:
     "The server's aggregate tokens/s with each number of concurrent streamed completions, in a process of its own on `device`."
-    from astrai_nb.bench import _concurrent        # a leaf module (it compares with transformers): imported when used
+    from astrai_nb.bench import _concurrent, serve_process   # a leaf module (it compares with transformers): imported when used
     dev = torch.device(device); cuda = dev.type == 'cuda'
     with warnings.catch_warnings():                  # a corpus too small for the vocabulary asked for: fewer ids, said in a warning
         warnings.simplefilter('ignore'); tok = train_tokenizer(texts or islice(builtin_documents(), 150), vocab_size=4096)
@@ -391,24 +391,16 @@ def serve_check(device='cpu', cfg:ModelConfig|None=None, streams=(1, 32), prompt
     model = Transformer(cfg)
     gen = torch.Generator().manual_seed(seed)
     prompts = torch.randint(0, tok.vocab_size, (max(streams), prompt_len), generator=gen).tolist()
-    with tempfile.TemporaryDirectory() as d:
-        assets = {p.name: p.read_bytes() for p in tok.save(Path(d)/'tok').iterdir()}
-        ckpt = Checkpoint(model.state_dict(), config=cfg.to_dict(), assets=assets).save(Path(d)/'ckpt')
-        code = (f"from astrai_nb.serve import ServeConfig, serve; serve(ServeConfig(param_path={str(ckpt)!r}, port=0, max_batch={max(streams)}, "
-                f"device={str(dev)!r}, dtype={'bfloat16' if cuda else 'float32'!r}, log_level='warning'))")
-        proc = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True)
-        try:
-            m = re.search(r'at (http://\S+)/ \(chat page\)', proc.stdout.readline() or '')
-            if m is None: raise RuntimeError(f"the server did not start (exit code {proc.wait()})")
-            runs = {n: [_concurrent(m.group(1), prompts[:n], new_tokens) for _ in range(rounds + 1)][1:] for n in streams}  # the first: warm-up
-        finally: proc.terminate(); proc.wait()
+    with tempfile.TemporaryDirectory() as d, serve_process(model, tok, d, max_batch=max(streams), device=str(dev),
+                                                           dtype='bfloat16' if cuda else 'float32') as (base, _):
+        runs = {n: [_concurrent(base, prompts[:n], new_tokens) for _ in range(rounds + 1)][1:] for n in streams}  # the first: warm-up
     rate = {n: statistics.median(n * new_tokens / wall for wall, _, _ in runs[n]) for n in streams}
     rows = []
     for n in streams:
         made = {t for _, _, t in runs[n]}
         ttft = statistics.median(f for _, fs, _ in runs[n] for f in fs)
         rows.append(row('generation', f'server, {n} concurrent stream' + 's' * (n > 1), f"{rate[n]:,.0f} tokens/s in all "
-                        f"({rate[n] / rate[streams[0]]:.1f}x one stream's), first token {ttft * 1e3:.0f} ms; {made} tokens made",
+                        f"({rate[n] / rate[streams[0]]:.1f}x one stream's), first token {ttft * 1e3:.0f} ms; {'/'.join(map(str, sorted(made)))} tokens made",
                         f'{n * new_tokens} tokens', passed(made == {n * new_tokens}), tokens_per_s=rate[n]))
     return rows
 
