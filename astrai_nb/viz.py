@@ -424,7 +424,7 @@ def compare_runs(runs:list,                 # ckpt_dirs or metrics.jsonl paths (
     panels = [k for k in keys if not (k == 'val_loss' and 'loss' in keys)]   # the validation loss shares the loss panel
     if not panels: raise ValueError(f"nothing to draw: the runs logged {_panel_order(present) or 'no numbers'}")
     nrows = -(-len(panels) // ncols)
-    fig, axs = plt.subplots(nrows, min(ncols, len(panels)), figsize=(4.2 * min(ncols, len(panels)), 3 * nrows), squeeze=False)
+    fig, axs = plt.subplots(nrows, min(ncols, len(panels)), figsize=(3.9 * min(ncols, len(panels)), 3 * nrows), squeeze=False)
     for ax in axs.flat[len(panels):]: ax.set_visible(False)
     for ax, k in zip(axs.flat, panels):
         for c, (n, (_, rows)) in enumerate(zip(names, loaded)):
