@@ -75,7 +75,8 @@ def _is_path(name:str) -> bool: return any(k in name for k in ('path', 'dir', 'c
 
 def field_comments(cls:type) -> dict[str, str]:
     "The comment of each field of the module-level dataclass `cls`, on its line or the line above: what `docments` reads, without `inspect`, which parses the class's whole module each time it looks one up."
-    lines = linecache.getlines(inspect.getsourcefile(cls))
+    try: lines = linecache.getlines(inspect.getsourcefile(cls))
+    except (OSError, TypeError): return {}         # a class run in a notebook's kernel (its cell run again there): no file to read
     i = next(i for i, l in enumerate(lines) if re.match(rf"class {cls.__name__}\b", l))
     out, above = {}, ''
     for l in lines[i + 1:]:
@@ -118,7 +119,7 @@ def _add_flags(p, cls:type, choices:dict):
                     else 'PATH' if base == 'str' and _is_path(name) else {'str': 'TEXT'}.get(base, base.upper()))
             kw = dict(type=str if many else _parse_value(anno), metavar=meta, nargs='+' if many else None)
         p.add_argument(f'--{name}', **kw).fill_help = lambda name=name, default=f.default: (
-            docs()[name] + (f": {preset_sizes()}" if name == 'model' else '') + f" (default: {default})")
+            docs().get(name, '') + (f": {preset_sizes()}" if name == 'model' else '') + f" (default: {default})")
 
 # %% ../nbs/50_cli.ipynb #92784956
 def _settings(parser:argparse.ArgumentParser, argv:list[str]|None) -> dict:
