@@ -23,9 +23,9 @@ from .strategy import SEQStrategy, token_nll
 
 # %% auto #0
 __all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'load_task_rows', 'task_accuracy', 'mc_row_problem',
-           'is_mc_task', 'load_mc_rows', 'choice_tokens', 'mc_loglikelihoods', 'mc_correct', 'mc_accuracy',
-           'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator', 'parse_evaluators',
-           'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
+           'is_mc_task', 'load_mc_rows', 'choice_tokens', 'score_whole', 'mc_loglikelihoods', 'mc_correct',
+           'mc_accuracy', 'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator',
+           'parse_evaluators', 'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
 
 # %% ../nbs/24_evaluate.ipynb #993999db
 @torch.no_grad()
@@ -163,20 +163,24 @@ def choice_tokens(tokenizer, query:str, choice:str, delimiter:str=' ') -> tuple[
 
 def _logp(logits:Tensor) -> Tensor: return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)   # at least fp32
 
-def _score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[float]:
-    "Summed log-probabilities of continuations, each (input ids, targets, where the continuation starts) a whole sequence, right-padded in batches."
-    device, scores = model.tok_embeddings.weight.device, []
-    for i in range(0, len(seqs), max_batch):
-        part = seqs[i:i + max_batch]
-        T = max(len(x) for x, _, _ in part)
+def score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[tuple[float, bool]]:
+    "Per sequence (input ids, targets, where the continuation starts): the continuation's summed log-probability, and whether greedy decoding gives it; right-padded batches, the longest first."
+    device, out = model.tok_embeddings.weight.device, [None] * len(seqs)
+    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))                                 # little padding in a batch
+    for b in range(0, len(order), max_batch):
+        idx = order[b:b + max_batch]
+        part = [seqs[i] for i in idx]
+        T = len(part[0][0])
         ids = torch.tensor([x + [0] * (T - len(x)) for x, _, _ in part], device=device)                # (b, T) right-padded
         tgt = torch.tensor([y + [0] * (T - len(y)) for _, y, _ in part], device=device)
         start, end = (torch.tensor(v, device=device)[:, None] for v in zip(*[(s, len(y)) for _, y, s in part]))
         pos = torch.arange(T, device=device)
         keep = (pos >= start) & (pos < end)                                                          # the continuation
-        lp = _logp(model(ids)).gather(-1, tgt[..., None])[..., 0]                    # (b, T)
-        scores += lp.masked_fill(~keep, 0).sum(-1).tolist()
-    return scores
+        logits = model(ids)
+        lp = _logp(logits).gather(-1, tgt[..., None])[..., 0]                                         # (b, T)
+        sums, greedy = lp.masked_fill(~keep, 0).sum(-1).tolist(), ((logits.argmax(-1) == tgt) | ~keep).all(-1).tolist()
+        for i, x, g in zip(idx, sums, greedy): out[i] = (x, g)
+    return out
 
 def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[int]]], max_batch:int) -> list[list[float]]:
     "Summed log-probabilities of each query's continuations: the query run once into a KV cache, copied for each of its continuations."
@@ -225,7 +229,7 @@ def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain mode
             for ctx, cont in p:
                 ids = (ctx + cont)[-L:]
                 whole.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
-        it = iter(_score_whole(model, whole, max_batch))
+        it = iter(x for x, _ in score_whole(model, whole, max_batch))
         sh = iter(_score_shared(model, [p[0][0] for p, ok in zip(pairs, fits) if ok],
                                 [[cont for _, cont in p] for p, ok in zip(pairs, fits) if ok], max_batch))
     finally: model.train(was_training)

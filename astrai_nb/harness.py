@@ -15,8 +15,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from .tokenizer import BOS, END, CHAT_TEMPLATE
-from .losses import token_logprobs
-from .evaluate import choice_tokens
+from .evaluate import choice_tokens, score_whole
 from .generate import Generator, SamplingParams
 from .hf import hf_token_ids
 from .serve import load_for_generation
@@ -33,28 +32,16 @@ def score_continuations(model:nn.Module,                          # a `Transform
                         max_batch:int=16                          # sequences per forward pass
                        ) -> list[tuple[float, bool]]:             # per pair: log p(continuation | context), and whether greedy decoding gives it
     "lm-eval's `_loglikelihood_tokens`: each continuation's summed log-probability given its context, many pairs per forward pass."
-    L, seqs = max_length or model.cfg.max_seq_len, []              # seqs: (input ids, target ids, continuation length)
+    L, seqs = max_length or model.cfg.max_seq_len, []              # seqs: (input ids, target ids, where the continuation starts)
     for ctx, cont in pairs:
         if not ctx or not cont: raise ValueError(f"a pair needs at least one context and one continuation token, got {len(ctx)} and {len(cont)}")
         if len(cont) > L: raise ValueError(f"a continuation of {len(cont)} tokens is longer than the model's {L} positions")
         ids = (ctx + cont)[-(L + 1):]
-        seqs.append((ids[:-1], ids[1:], len(cont)))
-    order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))     # longest first: little padding in a batch
-    was_training, device, out = model.training, model.tok_embeddings.weight.device, [None] * len(seqs)
+        seqs.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
+    was_training = model.training
     model.eval()
-    try:
-        for b in range(0, len(order), max_batch):
-            idx = order[b:b + max_batch]
-            T = len(seqs[idx[0]][0])
-            ids = torch.tensor([seqs[i][0] + [0] * (T - len(seqs[i][0])) for i in idx], device=device)   # (b, T) right-padded
-            tgt = torch.tensor([seqs[i][1] + [0] * (T - len(seqs[i][1])) for i in idx], device=device)   # (b, T)
-            logits = model(ids)                                                                          # (b, T, V)
-            lp, best = token_logprobs(logits, tgt), logits.argmax(-1) == tgt                             # (b, T) each
-            for j, i in enumerate(idx):
-                T_i, n = len(seqs[i][0]), seqs[i][2]
-                out[i] = (float(lp[j, T_i - n:T_i].sum()), bool(best[j, T_i - n:T_i].all()))           # the continuation's positions
+    try: return score_whole(model, seqs, max_batch)              # `24_evaluate`'s scorer, which multiple choice uses too
     finally: model.train(was_training)
-    return out
 
 # %% ../nbs/44_harness.ipynb #3dfbf484
 def rolling_windows(ids:list[int],          # a text's tokens, every one to be scored
