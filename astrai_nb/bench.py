@@ -4,7 +4,8 @@
 
 # %% ../nbs/41a_bench.ipynb #dde523c8
 from __future__ import annotations
-import concurrent.futures, contextlib, http.client, itertools, json, math, os, re, statistics, subprocess, sys, tempfile, time
+import concurrent.futures, contextlib, http.client, importlib.util, io, itertools, json, logging, math, multiprocessing, os, re, resource
+import statistics, subprocess, sys, tempfile, time
 from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -18,16 +19,18 @@ from fastcore.script import call_parse, store_true
 from .config import ModelConfig
 from .model import Transformer, flops_per_token, measure_peak_flops, num_params, synchronize
 from .tokenizer import train_tokenizer
-from .corpus import builtin_documents
+from .corpus import builtin_documents, write_jsonl
 from .checkpoint import Checkpoint
 from .generate import Generator, SamplingParams, swapped_forwards
-from .hf import hf_config, hf_key_map, hf_state_dict
+from .evaluate import load_mc_rows, mc_correct, mc_loglikelihoods
+from .hf import export_checkpoint, hf_config, hf_key_map, hf_state_dict, load_pretrained
 
 # %% auto #0
-__all__ = ['hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio',
+__all__ = ['MC_WAYS', 'hf_llama', 'train_step', 'forward_ours', 'forward_hf', 'ForeignLoad', 'time_interleaved', 'paired_ratio',
            'ratio_quartiles', 'benchmark', 'format_report', 'plot_throughput', 'op_breakdown', 'main', 'decode_speed',
            'hf_generate_fn', 'torch_threads', 'quiet_rounds', 'decode_benchmark', 'format_decode_report',
-           'step_breakdown', 'serve_process', 'serve_benchmark', 'format_serve_report']
+           'step_breakdown', 'serve_process', 'serve_benchmark', 'format_serve_report', 'peak_rss_mb',
+           'lm_eval_mc_tasks', 'score_mc_way', 'time_mc_scorers', 'format_mc_report']
 
 # %% ../nbs/41a_bench.ipynb #666d5a17
 def _import_transformers():
@@ -558,3 +561,115 @@ def format_serve_report(res:dict) -> str:
     for n, r in res['streams'].items():
         lines.append(f"{n:7d} {r['ttft'] * 1e3:9.0f} ms {r['tokens_per_s']:9.0f} {r['speedup']:8.2f}x {r['engine_tokens_per_s']:13.0f}")
     return '\n'.join(lines)
+
+# %% ../nbs/41a_bench.ipynb #mcb00003
+MC_WAYS = ('shared', 'whole', 'hf')   # the ways `time_mc_scorers` scores multiple choice
+
+def peak_rss_mb() -> float:
+    "The most memory this process has held resident, in MB: its own high-water mark (VmHWM) on Linux, else ru_maxrss."
+    try:
+        with open('/proc/self/status') as f: return next(int(l.split()[1]) for l in f if l.startswith('VmHWM:')) / 1024
+    except (OSError, StopIteration, ValueError):
+        r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss       # KB on Linux, bytes on macOS
+        return r / 2**20 if sys.platform == 'darwin' else r / 1024
+
+# %% ../nbs/41a_bench.ipynb #mcb00006
+def lm_eval_mc_tasks(rows:list[dict],   # {'query', 'choices', 'gold'} rows, each with its 'delimiter' or ' '
+                     d                  # a folder for the tasks' JSON-lines files
+                    ) -> list[dict]:    # lm-eval task configurations, for `TaskManager.load`
+    "lm-eval multiple-choice tasks of `rows`, one per delimiter (lm-eval's `target_delimiter`), reading their rows from files in `d`."
+    groups = {}
+    for r in rows: groups.setdefault(r.get('delimiter', ' '), []).append({k: r[k] for k in ('query', 'choices', 'gold')})
+    return [{'task': f'astrai_mc_{i}', 'dataset_path': 'json', 'dataset_kwargs': {'data_files': {'test': str(write_jsonl(Path(d)/f'mc_{i}.jsonl', rs))}},
+             'test_split': 'test', 'output_type': 'multiple_choice', 'doc_to_text': 'query', 'doc_to_choice': 'choices', 'doc_to_target': 'gold',
+             'target_delimiter': delim, 'metric_list': [{'metric': 'acc'}, {'metric': 'acc_norm'}]} for i, (delim, rs) in enumerate(groups.items())]
+
+# %% ../nbs/41a_bench.ipynb #mcb00009
+def _clocked(score:Callable) -> dict:
+    "Run `score()` (-> counts right by acc and by acc_norm) under the clock: its seconds, the peak memory before it, others' cores during it."
+    before = peak_rss_mb()
+    with ForeignLoad() as load:
+        t0 = time.perf_counter()
+        acc, norm = score()
+        seconds = time.perf_counter() - t0
+    return dict(seconds=seconds, loaded_mb=before, others=load.cores, right=(acc, norm))
+
+def _hf_scorer(hf_dir, rows:list[dict], batch_size:int, d) -> Callable:
+    "lm-eval's hf backend on the export and the rows as its tasks, loaded: a function that scores them (-> counts right by acc and acc_norm)."
+    os.environ.update(HF_DATASETS_OFFLINE='1', HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1', TOKENIZERS_PARALLELISM='false')   # nothing fetched
+    from lm_eval.evaluator import evaluate                    # lm-eval: a development dependency, which only this way needs
+    from lm_eval.models.huggingface import HFLM
+    from lm_eval.tasks import TaskManager
+    lm = HFLM(pretrained=str(hf_dir), dtype='float32', device='cpu', batch_size=batch_size)
+    tasks = TaskManager(include_defaults=False).load(lm_eval_mc_tasks(rows, d))
+    for t in tasks['tasks'].values(): t.set_config(key='num_fewshot', value=0)   # zero-shot, as simple_evaluate sets it
+    n = {k: len(t.eval_docs) for k, t in tasks['tasks'].items()}
+    def score():
+        res = evaluate(lm, tasks, log_samples=False)['results']
+        return tuple(sum(round(res[k][f'{m},none'] * n[k]) for k in n) for m in ('acc', 'acc_norm'))
+    return score
+
+def score_mc_way(way:str,                  # one of MC_WAYS
+                 param_path:str,           # a checkpoint step directory (ours)
+                 task_file:str,            # a JSON-lines file of {'query', 'choices', 'gold'} rows
+                 hf_dir:str|None=None,     # the checkpoint's export (the 'hf' way)
+                 threads:int=2,            # PyTorch threads
+                 batch_size:int=64         # sequences per forward pass
+                ) -> dict:                 # seconds, peak_mb, loaded_mb, acc, acc_norm, n, others, versions
+    "Score the rows of `task_file` one way in this process: the seconds of the scoring, the peak memory, acc and acc_norm."
+    if way not in MC_WAYS: raise ValueError(f"way {way!r}: give one of {list(MC_WAYS)}")
+    if way == 'hf' and hf_dir is None: raise ValueError("the 'hf' way needs hf_dir, the checkpoint's export (astrai_nb_export)")
+    rows, versions = load_mc_rows(task_file, flag='task_file'), f"torch {torch.__version__}"
+    with torch_threads(threads), tempfile.TemporaryDirectory() as d, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        if way == 'hf':
+            logging.disable(logging.WARNING)                      # lm-eval's and transformers' notes on every long row
+            try:
+                r = _clocked(_hf_scorer(hf_dir, rows, batch_size, d))
+                import lm_eval, transformers
+                versions += f", transformers {transformers.__version__}, lm-eval {lm_eval.__version__}"
+            finally: logging.disable(logging.NOTSET)
+        else:
+            model, tok = load_pretrained(param_path)
+            r = _clocked(lambda: mc_correct(mc_loglikelihoods(model, tok, rows, batch_size, shared=way == 'shared'), rows))
+    (acc, norm), n = r.pop('right'), len(rows)
+    return dict(r, peak_mb=peak_rss_mb(), acc=acc / n, acc_norm=norm / n, n=n, versions=versions)
+
+# %% ../nbs/41a_bench.ipynb #mcb0000b
+def time_mc_scorers(param_path,                   # a checkpoint step directory (<ckpt_dir>/step_N)
+                    task_file,                    # a JSON-lines file of {'query', 'choices', 'gold'} rows (and 'delimiter')
+                    hf_dir=None,                  # the checkpoint's export, for the 'hf' way (None: exported into a temporary folder)
+                    ways:Sequence[str]=MC_WAYS,   # which of MC_WAYS to run, in this order
+                    threads:int=2,                # PyTorch threads of each process
+                    batch_size:int=64,            # sequences per forward pass, ours and lm-eval's
+                    rounds:int=1                  # runs of each way, interleaved: the order reversed every other round
+                   ) -> list[dict]:               # per run: way, round, seconds, peak_mb, loaded_mb, acc, acc_norm, n, others, versions
+    "Score the same multiple-choice rows each way, each run in a fresh process: the seconds of the scoring alone, and the process's peak memory."
+    ways = list(ways)
+    if bad := [w for w in ways if w not in MC_WAYS]: raise ValueError(f"ways {bad}: give some of {list(MC_WAYS)}")
+    if not Path(param_path).is_dir(): raise FileNotFoundError(f"param_path {param_path} is not a checkpoint step directory (<ckpt_dir>/step_N)")
+    if 'hf' in ways and importlib.util.find_spec('lm_eval') is None:
+        raise ModuleNotFoundError("the 'hf' way runs lm-eval's hf backend, which is not installed: pip install lm-eval, or leave 'hf' out of ways")
+    load_mc_rows(task_file, flag='task_file')                        # a bad row named here, before any process starts
+    from astrai_nb.bench import score_mc_way as work                 # the module's function, which a new process can import
+    ctx, out = multiprocessing.get_context('spawn'), []
+    with tempfile.TemporaryDirectory() as d:
+        if 'hf' in ways and hf_dir is None: hf_dir = export_checkpoint(param_path, Path(d)/'hf')
+        for r in range(rounds):
+            for way in (ways if r % 2 == 0 else ways[::-1]):
+                with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as ex:       # a new process for every run
+                    res = ex.submit(work, way, str(param_path), str(task_file), hf_dir and str(hf_dir), threads, batch_size).result()
+                out.append({'way': way, 'round': r, **res})
+    return out
+
+def format_mc_report(runs:list[dict]) -> str:
+    "The runs of `time_mc_scorers` as a table, then each way's median seconds and largest peak, and their ratio to the first way's."
+    lines = [f"{'way':8s} {'round':>5s} {'seconds':>8s} {'peak MB':>8s} {'loaded MB':>9s} {'acc':>6s} {'acc_norm':>8s} {'others':>7s}"]
+    for r in runs:
+        others = 'n/a' if r['others'] is None else f"{r['others']:.2f}c"
+        lines.append(f"{r['way']:8s} {r['round']:5d} {r['seconds']:8.1f} {r['peak_mb']:8.0f} {r['loaded_mb']:9.0f} {r['acc']:6.3f} {r['acc_norm']:8.3f} {others:>7s}")
+    ways = list(dict.fromkeys(r['way'] for r in runs))
+    sec = {w: statistics.median(r['seconds'] for r in runs if r['way'] == w) for w in ways}
+    mb = {w: max(r['peak_mb'] for r in runs if r['way'] == w) for w in ways}
+    lines.append(f"{runs[0]['n']} questions; median seconds " + ', '.join(f"{w} {sec[w]:.1f} ({sec[w] / sec[ways[0]]:.2f}x)" for w in ways)
+                 + "; peak MB " + ', '.join(f"{w} {mb[w]:.0f} ({mb[w] / mb[ways[0]]:.2f}x)" for w in ways))
+    return '\n'.join(lines + [f"versions: {max((r['versions'] for r in runs), key=len)}"])

@@ -264,7 +264,7 @@ def train_cli(argv:list[str]|None=None) -> int|None:
         if nprocs > 1 and 'WORLD_SIZE' not in os.environ:
             if settings.get('parallel_mode', 'none') == 'none':
                 raise ValueError(f"--nprocs {nprocs} needs --parallel_mode ddp or fsdp")
-            return launch_local(nprocs, argv)
+            return launch_local(nprocs, argv, max_restarts=settings.get('max_restarts', 0))
         train(**settings)
     return run_script('astrai_nb_train', run)
 
@@ -475,7 +475,7 @@ def eval_table(results:dict, evs:list[Evaluator]) -> str:
     return '\n'.join('  ' + '  '.join(x.ljust(n) for x, n in zip(l, w + [0])).rstrip() for l in lines)
 
 def harness_cli(argv:list[str]|None=None) -> int|None:
-    "Console script `astrai_nb_lm_eval`: lm-evaluation-harness's command line with the model `astrai_nb` registered (`44_harness`)."
+    "Console script `astrai_nb_lm_eval`: lm-evaluation-harness's command line with the model `astrai_nb` registered by an import (`44_harness`), for where plain `lm_eval` cannot find it (`44a_lm_eval_hook`)."
     try: from astrai_nb.harness import lm_eval_cli      # lm-eval is not a requirement of the library: one line if it is missing
     except ImportError as e:
         print(f"astrai_nb_lm_eval: error: it needs lm-evaluation-harness (pip install lm-eval): {e}", file=sys.stderr); return 1

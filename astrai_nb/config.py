@@ -484,13 +484,14 @@ class HardwareSettings(Settings):
     device: str = 'auto'                  # auto, cpu, cuda or cuda:N
     parallel_mode: str = 'none'           # none, ddp or fsdp
     nprocs: int = 1                       # processes to start when not under torchrun
+    max_restarts: int = 0                 # with --nprocs: restart every rank after a failure, up to N times, from the newest checkpoint
     compile: bool = False                 # torch.compile the model
     gradient_checkpointing: bool = False  # recompute block activations in the backward pass to save memory
     choices = {'precision': PRECISIONS, 'parallel_mode': PARALLEL_MODES}
 
     @classmethod
     def validate(cls, run):
-        _at_least(run, 1, 'nprocs')
+        _at_least(run, 1, 'nprocs'); _at_least(run, 0, 'max_restarts')
         if run.device != 'auto' and not (run.device == 'cpu' or run.device.startswith('cuda')):
             raise ValueError(f"TrainConfig.device={run.device!r}: use auto, cpu, cuda or cuda:N")
 

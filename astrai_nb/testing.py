@@ -4,7 +4,7 @@
 
 # %% ../nbs/33_testing.ipynb #ba25631c
 from __future__ import annotations
-import json
+import json, os, socket, time
 from pathlib import Path
 import torch
 from torch.utils.data import Dataset
@@ -14,7 +14,8 @@ from .checkpoint import Checkpoint
 
 # %% auto #0
 __all__ = ['code_words', 'prose_words', 'Windows', 'make_stream', 'Masked', 'collate', 'tiny_config', 'weights', 'same_weights',
-           'logged', 'files', 'Crash', 'GradCapture', 'StepMetrics', 'corpus']
+           'logged', 'files', 'Crash', 'GradCapture', 'StepMetrics', 'corpus', 'parents', 'tree', 'environ', 'ranks_of',
+           'status', 'pending', 'wait_until', 'free_port', 'weight_diff']
 
 # %% ../nbs/33_testing.ipynb #ad303666
 class Windows(Dataset):
@@ -97,3 +98,53 @@ def corpus(d, words, n=8) -> list[str]:
     for k in range(n):
         (d / f'doc{k}.txt').write_text(' '.join(words[(i * 7 + k) % len(words)] + ('.' if i % 9 == 8 else '') for i in range(1500)))
     return [str(p) for p in sorted(d.iterdir())]
+
+# %% ../nbs/33_testing.ipynb #b33c0002
+def parents() -> dict[int, int]:
+    "{pid: parent pid} of every process."
+    parent = {}
+    for p in filter(str.isdigit, os.listdir('/proc')):
+        try: parent[int(p)] = int(Path(f'/proc/{p}/stat').read_text().rsplit(')', 1)[1].split()[1])
+        except (OSError, IndexError, ValueError): pass
+    return parent
+
+def tree(pid:int) -> list[int]:
+    "`pid` and every process below it."
+    parent, found = parents(), [pid]
+    for p in found: found += [c for c, pp in parent.items() if pp == p]    # the loop reaches the children it appends
+    return found
+
+def environ(pid:int) -> dict:
+    "The environment process `pid` was started with (empty once it is gone)."
+    try: return dict(kv.split('=', 1) for kv in Path(f'/proc/{pid}/environ').read_text().split('\0') if '=' in kv)
+    except OSError: return {}
+
+def ranks_of(pid:int) -> list[int]:
+    "The ranks a launcher (`astrai_nb_train --nprocs`, or torchrun) started: its children that torchrun gave a LOCAL_RANK (their own children inherit it)."
+    return [c for c, pp in parents().items() if pp == pid and 'LOCAL_RANK' in environ(c)]
+
+def status(pid:int) -> dict[str, str]:
+    "The fields of /proc/PID/status: 'State' ('T (stopped)', ...), 'ShdPnd' (the signals sent to the process, not delivered yet), ..."
+    return dict(l.split(':\t', 1) for l in Path(f'/proc/{pid}/status').read_text().splitlines() if ':\t' in l)
+
+def pending(pid:int) -> set[int]:
+    "The signals sent to process `pid` and not delivered yet (while it is stopped, say)."
+    mask = int(status(pid)['ShdPnd'], 16)
+    return {s for s in range(1, 65) if mask >> (s - 1) & 1}
+
+def wait_until(ready, what:str, timeout:float=60):
+    "Poll `ready()` until it is true; an `AssertionError` naming `what` after `timeout` seconds."
+    deadline = time.time() + timeout
+    while not ready():
+        assert time.time() < deadline, f"{what}: not after {timeout} s"
+        time.sleep(0.005)
+
+def free_port() -> int:
+    "A port that was free on 127.0.0.1 a moment ago (for the rendezvous of a test)."
+    with socket.create_server(('127.0.0.1', 0)) as s: return s.getsockname()[1]
+
+def weight_diff(a, b) -> float:
+    "Largest difference between the weights of two checkpoints (0.0: bitwise equal); they must hold the same tensors."
+    a, b = Checkpoint.load(a).state_dict, Checkpoint.load(b).state_dict
+    assert sorted(a) == sorted(b), (sorted(set(a) ^ set(b)))
+    return max((a[k].float() - b[k].float()).abs().max().item() for k in a)

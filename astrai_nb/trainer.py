@@ -23,7 +23,7 @@ from .schedule import SchedulerFactory
 from .sampler import ResumableDistributedSampler, MixtureSampler
 from .prepare import DATA_KINDS
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
-from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank
+from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank, torchrun_job
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
                                   list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
@@ -353,6 +353,10 @@ class TrainContextBuilder:
 @patch
 def _resume_path(self:TrainContextBuilder) -> Path|None:
     c = self.config
+    job, restart = torchrun_job()
+    if restart and self.resume != 'auto' and (p := latest_checkpoint(c.ckpt_dir)) and check_checkpoint(p, hashes=False).get('job') == job:
+        print(f"restart {restart} of torchrun job {job}: it goes on from its newest checkpoint")
+        self.resume = 'auto'
     if self.resume is None: return None
     if self.resume == 'auto':
         path = latest_checkpoint(c.ckpt_dir)
@@ -690,6 +694,7 @@ def save_checkpoint(self:TrainContext, keep_last:int=3,
     extra = {'optimizer': optim_sd, 'scheduler': self.scheduler.state_dict(), 'trainer_state': trainer_state(self)}
     meta = {'consumed_samples': self.consumed, 'tokens_seen': self.tokens_seen, 'loss': self.metrics.get('loss'), 'data': self.data_info}
     if best is not None: meta['best'] = best
+    if (job := torchrun_job()[0]) is not None: meta['job'] = job       # a restart of this job goes on from it
     for p in self.parts: p.saving(self, model_sd, extra, meta)     # a reference's record, adapters only, ...
     ck = Checkpoint(model_sd, self.epoch, self.iteration, extra=extra, meta=meta,
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
