@@ -368,6 +368,13 @@ def torch_threads(n:int|None):
     try: yield old if n is None else n
     finally: torch.set_num_threads(old)
 
+def _wait_quiet(max_foreign:float|None, patience:float):
+    "Wait while other processes use more CPU cores than `max_foreign` (None: not at all), at most `patience` seconds."
+    t0 = time.perf_counter()
+    while max_foreign is not None and time.perf_counter() - t0 < patience:
+        with ForeignLoad() as load: time.sleep(0.5)
+        if load.cores is None or load.cores <= max_foreign: break
+
 def quiet_rounds(fns:dict,                  # name -> a function to time
                  rounds:int,                 # rounds: each runs every function once, the order reversed every other round
                  max_foreign:float|None=0.25, # before a round, wait while other processes use more CPU cores than this
@@ -376,10 +383,7 @@ def quiet_rounds(fns:dict,                  # name -> a function to time
     "Time `fns` alternately, each round when the shared machine is quiet (a round disturbed anyway is run again once)."
     times, loads = {k: [] for k in fns}, []
     for i in range(rounds):
-        t0 = time.perf_counter()
-        while max_foreign is not None and time.perf_counter() - t0 < patience:
-            with ForeignLoad() as load: time.sleep(0.5)
-            if load.cores is None or load.cores <= max_foreign: break
+        _wait_quiet(max_foreign, patience)
         log = []
         t = time_interleaved(dict(reversed(fns.items())) if i % 2 else fns, n=1, warmup=0, max_foreign=max_foreign, log=log)
         for k in fns: times[k] += t[k]
@@ -641,23 +645,29 @@ def time_mc_scorers(param_path,                   # a checkpoint step directory 
                     ways:Sequence[str]=MC_WAYS,   # which of MC_WAYS to run, in this order
                     threads:int=2,                # PyTorch threads of each process
                     batch_size:int=64,            # sequences per forward pass, ours and lm-eval's
-                    rounds:int=1                  # runs of each way, interleaved: the order reversed every other round
+                    rounds:int=1,                 # runs of each way, interleaved: the order reversed every other round
+                    max_foreign:float|None=0.25,  # before a run, wait while other processes use more CPU cores than this (None: never)
+                    patience:float=120.0          # ... at most this many seconds; a run they disturbed anyway is run again once
                    ) -> list[dict]:               # per run: way, round, seconds, peak_mb, loaded_mb, acc, acc_norm, n, others, versions
     "Score the same multiple-choice rows each way, each run in a fresh process: the seconds of the scoring alone, and the process's peak memory."
     ways = list(ways)
     if bad := [w for w in ways if w not in MC_WAYS]: raise ValueError(f"ways {bad}: give some of {list(MC_WAYS)}")
     if not Path(param_path).is_dir(): raise FileNotFoundError(f"param_path {param_path} is not a checkpoint step directory (<ckpt_dir>/step_N)")
+    if 'hf' in ways and hf_dir is not None and not (Path(hf_dir)/'config.json').is_file():
+        raise FileNotFoundError(f"hf_dir {hf_dir} is not a Hugging Face model directory (no config.json): export the checkpoint with astrai_nb_export")
     if 'hf' in ways and importlib.util.find_spec('lm_eval') is None:
         raise ModuleNotFoundError("the 'hf' way runs lm-eval's hf backend, which is not installed: pip install lm-eval, or leave 'hf' out of ways")
     load_mc_rows(task_file, flag='task_file')                        # a bad row named here, before any process starts
-    from astrai_nb.bench import score_mc_way as work                 # the module's function, which a new process can import
     ctx, out = multiprocessing.get_context('spawn'), []
     with tempfile.TemporaryDirectory() as d:
         if 'hf' in ways and hf_dir is None: hf_dir = export_checkpoint(param_path, Path(d)/'hf')
         for r in range(rounds):
             for way in (ways if r % 2 == 0 else ways[::-1]):
-                with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as ex:       # a new process for every run
-                    res = ex.submit(work, way, str(param_path), str(task_file), hf_dir and str(hf_dir), threads, batch_size).result()
+                for again in (False, True):
+                    _wait_quiet(max_foreign, patience)
+                    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as ex:       # a new process for every run
+                        res = ex.submit(score_mc_way, way, str(param_path), str(task_file), hf_dir and str(hf_dir), threads, batch_size).result()
+                    if again or max_foreign is None or res['others'] is None or res['others'] <= max_foreign: break
                 out.append({'way': way, 'round': r, **res})
     return out
 
