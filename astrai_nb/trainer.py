@@ -354,7 +354,7 @@ class TrainContextBuilder:
 def _resume_path(self:TrainContextBuilder) -> Path|None:
     c = self.config
     job, restart = torchrun_job()
-    if restart and self.resume != 'auto' and (p := latest_checkpoint(c.ckpt_dir)) and check_checkpoint(p, hashes=False).get('job') == job:
+    if restart and job and self.resume != 'auto' and (p := latest_checkpoint(c.ckpt_dir)) and check_checkpoint(p, hashes=False).get('job') == job:
         print(f"restart {restart} of torchrun job {job}: it goes on from its newest checkpoint")
         self.resume = 'auto'
     if self.resume is None: return None
