@@ -100,7 +100,8 @@ def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model
     from astrai_nb.generate import Generator, SamplingParams     # here, not at the top: a run that evaluates no task never loads the engine
     shard, replies, lengths = rows[rank::world_size], [], []
     if shard:
-        prompts = [tokenizer.encode_chat(prompt_messages(r), add_generation_prompt=True)[0] for r in shard]
+        keep = max(1, model.cfg.max_seq_len - max_new_tokens)  # a longer prompt loses its start, as lm-eval's generate_until cuts it
+        prompts = [tokenizer.encode_chat(prompt_messages(r), add_generation_prompt=True)[0][-keep:] for r in shard]
         L = min(model.cfg.max_seq_len, max(map(len, prompts)) + max_new_tokens)       # cache positions per row
         stop, was_training = [tokenizer.end_id, tokenizer.eos_id], model.training
         try:
@@ -184,12 +185,16 @@ def score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[tuple[
 
 def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[int]]], max_batch:int) -> list[list[float]]:
     "Summed log-probabilities of each query's continuations: the query run once into a KV cache, copied for each of its continuations."
-    device, out, i = model.tok_embeddings.weight.device, [], 0
+    device, out, i, L = model.tok_embeddings.weight.device, [], 0, model.cfg.max_seq_len
+    longest = [max(map(len, cc)) for cc in conts]
     while i < len(ctxs):
-        j, n = i + 1, len(conts[i])                               # questions i..j-1: their choices fit in max_batch rows
-        while j < len(ctxs) and n + len(conts[j]) <= max_batch: n += len(conts[j]); j += 1
+        # questions i..j-1 in one pass: their choices fit in max_batch rows, and the longest query plus the longest
+        # choice of the group fit the model (each question fits alone; a long query and another's long choice may not)
+        j, n, T, C = i + 1, len(conts[i]), len(ctxs[i]), longest[i]
+        while (j < len(ctxs) and n + len(conts[j]) <= max_batch
+               and max(T, len(ctxs[j])) + max(C, longest[j]) <= L):
+            n, T, C, j = n + len(conts[j]), max(T, len(ctxs[j])), max(C, longest[j]), j + 1
         cx, cs = ctxs[i:j], conts[i:j]
-        T, C = max(map(len, cx)), max(len(c) for cc in cs for c in cc)
         caches = model.make_kv_caches(j - i, T + C)
         ids = torch.tensor([c + [0] * (T - len(c)) for c in cx], device=device)                      # (q, T) right-padded
         last = _logp(model(ids, 0, caches))[torch.arange(j - i), torch.tensor([len(c) - 1 for c in cx])]   # (q, V)
