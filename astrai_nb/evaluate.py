@@ -4,7 +4,7 @@
 
 # %% ../nbs/24_evaluate.ipynb #2c2f4db7
 from __future__ import annotations
-import json, math, re
+import itertools, json, math, re
 from contextlib import nullcontext
 from dataclasses import dataclass, fields
 from fastcore.basics import ifnone, patch
@@ -28,6 +28,11 @@ __all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'l
            'parse_evaluators', 'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
 
 # %% ../nbs/24_evaluate.ipynb #993999db
+def _first_batch(loader):
+    "A batch of the first item of `loader`'s dataset, for a rank whose shard has run out while others still evaluate."
+    if not hasattr(loader, 'dataset'): raise ValueError("this rank has no validation batch while others have: give every rank one")
+    return loader.collate_fn([loader.dataset[0]])
+
 @torch.no_grad()
 def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed loss and normalizer of a batch
                   model:nn.Module,         # the model to evaluate
@@ -41,11 +46,16 @@ def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed 
     was_training, lm = model.training, isinstance(strategy, SEQStrategy)     # lm: the loss is a per-token NLL
     model.eval()
     sums, count = dict.fromkeys(('loss',) + (() if lm else strategy.metrics), 0.0), 0
+    batches, spare = iter(loader), None
     try:
-        for i, batch in enumerate(loader):
-            if max_batches and i >= max_batches: break
+        for i in itertools.count():
+            batch = None if max_batches and i >= max_batches else next(batches, None)
+            if reduce(float(batch is not None)) == 0: break           # every rank is done
+            real = batch is not None                                  # else: a rank with fewer batches runs one more, unscored
+            batch = spare = batch if real else spare if spare is not None else _first_batch(loader)
             if device is not None: batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
             with autocast(): out = strategy(model, batch)
+            if not real: continue
             for k in sums: sums[k] += float(out[k])
             count += strategy.normalizer(batch)
     finally: model.train(was_training)
