@@ -342,9 +342,9 @@ def run(self:Generator,
         stop:threading.Event,               # set it to end the loop
         idle:float=0.1                      # seconds between checks of `stop` while there is no work
        ):
-    "Step whenever there is work, until `stop` is set: the loop of a server's engine thread."
+    "Step whenever there is work, until `stop` is set: the loop of a server's engine thread (isolated steps: one failing request fails alone)."
     while not stop.is_set():
-        if self.wait(idle): on_events(self.step())
+        if self.wait(idle): on_events(self.step(isolate=True))
 
 # %% ../nbs/14_generate.ipynb #e8446e41
 @patch
@@ -590,12 +590,13 @@ def chat(self:Generator,
 
 # %% ../nbs/14_generate.ipynb #1528e98f
 def _fit(g:Generator, messages:list[dict], params:SamplingParams) -> tuple[list[int], SamplingParams]|None:
-    "The prompt of `messages`, dropping the oldest exchanges until it fits, and `params` with max_new_tokens cut to the room left."
+    "The prompt of `messages`, dropping the oldest exchanges until it fits, and `params` with max_new_tokens cut to the room left; None (the history untouched) when the new message cannot fit even alone."
+    first = 1 if messages[0]['role'] == 'system' else 0
+    alone, _ = g.tokenizer.encode_chat(messages[:first] + messages[-1:], add_generation_prompt=True)
+    if len(alone) >= g.max_seq_len: return None                        # the new message alone does not fit
     while True:
         ids, _ = g.tokenizer.encode_chat(messages, add_generation_prompt=True)
         if len(ids) < g.max_seq_len: break
-        first = 1 if messages[0]['role'] == 'system' else 0
-        if len(messages) - first <= 1: return None                     # the new message alone does not fit
         del messages[first:first + 2]                                  # the oldest question and its answer
     room = g.max_seq_len - len(ids)
     if params.max_new_tokens is not None and params.max_new_tokens > room:
@@ -616,7 +617,9 @@ def chat_repl(generator:Generator,              # with a tokenizer
     params, messages = _chat_params(generator, params), ([{'role': 'system', 'content': system}] if system else [])
     def say(s): output.write(s); output.flush()
     while True:
-        try: line = input_fn(prompt)
+        try:
+            if input_fn is input and sys.stdin is None: raise EOFError   # started with stdin closed (`<&-`): nothing to read
+            line = input_fn(prompt)
         except (EOFError, KeyboardInterrupt):
             say('\n')
             return messages
