@@ -9,7 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
 from dataclasses import dataclass
-from fastcore.basics import patch
+from fastcore.basics import ifnone, patch
 from .config import TrainConfig, Settings, DataMix, _at_least, _only_for
 from .losses import (lm_loss, dpo_loss, grpo_loss, reward_pairwise_loss, GRPO_SCALES, GRPO_KL_ESTIMATORS,
                               kl_to_reference, chunked_lm_loss, IGNORE_INDEX)
@@ -85,11 +85,13 @@ class SEQStrategy(Strategy):
     "Next-token cross-entropy over all target tokens (pretraining)."
     def normalizer(self, batch:dict) -> int: return count_targets(batch)
 
-    def nll(self, model:nn.Module, batch:dict) -> Tensor:   # (B, T)
+    def nll(self, model:nn.Module, batch:dict,
+            label_smoothing:float|None=None     # None: the config's while `model` trains, 0 in eval mode (validation)
+           ) -> Tensor:                         # (B, T)
         "The per-token loss of `batch` (0 on the targets that carry none), by the config's loss head."
         targets = batch['target_ids'].masked_fill(~target_mask(batch), IGNORE_INDEX)
-        return token_nll(model, batch['input_ids'], targets, self.config.loss_chunk_size, self.config.label_smoothing,
-                         _attention_mask(batch))
+        eps = ifnone(label_smoothing, self.config.label_smoothing if model.training else 0.0)
+        return token_nll(model, batch['input_ids'], targets, self.config.loss_chunk_size, eps, _attention_mask(batch))
 
     def __call__(self, model:nn.Module, batch:dict) -> dict: return {'loss': self.nll(model, batch).sum()}
 
@@ -389,7 +391,7 @@ class KLStrategy(SEQStrategy):
                              "(the trainer's StageBoundary takes it at the end of stage 1)")
         if c.kl_estimator == 'nll_diff':                                             # per-token NLLs only: chunked heads
             lm = self.nll(model, batch).sum()
-            with torch.no_grad(): ref = self.nll(self.reference, batch).sum()       # sg(the snapshot's NLL)
+            with torch.no_grad(): ref = self.nll(self.reference, batch, c.label_smoothing).sum()   # sg(the snapshot's NLL), as smoothed
             kl = lm - ref                                                            # its gradient is lm's
             return {'loss': lm + c.kl_beta * kl, 'lm_loss': lm.detach(), 'kl': kl.detach(), 'stage': 2 * n}
         mask, ids = _attention_mask(batch), batch['input_ids']
