@@ -95,9 +95,10 @@ class Transformer(nn.Module):
         self.rope_cos, self.rope_sin = cos, sin
 
     def _apply(self, fn, recurse=True):
-        "Cast and move as any module; made float64 (`.double()`), the RoPE tables are computed again in float64, not float32 rounded up."
+        "Cast and move as any module; the RoPE tables stay float32 (`.half()`, `.to(torch.bfloat16)` would round them), or are computed again in float64 for a float64 model."
         super()._apply(fn, recurse)
-        if self.rope_cos.dtype == torch.float64 and self.tok_embeddings.weight.dtype == torch.float64: self.init_rope()
+        want = torch.float64 if self.tok_embeddings.weight.dtype == torch.float64 else torch.float32
+        if self.rope_cos.dtype != want or want == torch.float64: self.init_rope()   # float64: computed so, not float32 rounded up
         return self
 
     def init_weights(self, std:float|None=None):
@@ -164,6 +165,9 @@ def with_causal(self:Transformer, mask:Tensor,      # additive (0: see, -inf: hi
                ) -> Tensor:                         # the additive mask plus the causal one, in at least the model's precision
     "`mask` added to the causal mask of `T` queries at `start_pos`: it can hide more keys, never show a later one."
     w = self.tok_embeddings.weight.dtype
+    if mask.ndim != 4 or not (mask.dtype == torch.bool or mask.is_floating_point()):
+        raise ValueError(f"mask must be an additive (float) or bool mask of 4 dimensions, (B, 1 or H, T, S), got {tuple(mask.shape)} "
+                         f"{mask.dtype}: for an attention_mask of 1s and 0s, (B, S), pass padding_mask(attention_mask)")
     if mask.dtype == torch.bool: mask = torch.zeros(mask.shape, dtype=w, device=mask.device).masked_fill(~mask, float('-inf'))
     if torch.finfo(mask.dtype).bits < torch.finfo(w).bits: mask = mask.to(w)
     if isinstance(start_pos, Tensor):
