@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_durable.ipynb #6ea61f63
 from __future__ import annotations
-import ctypes, errno, functools, json, os, shutil, sys, tempfile, time
+import ctypes, errno, functools, json, os, shutil, sys, tempfile, threading, time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -13,10 +13,17 @@ __all__ = ['current_umask', 'make_ordinary', 'fsync_file', 'fsync_dir', 'tmp_bes
            'NoSpaceError', 'disk_full', 'check_room', 'room_for']
 
 # %% ../nbs/00a_durable.ipynb #82a03806
+_UMASK_LOCK = threading.Lock()
+
 def current_umask() -> int:
-    "The process's umask (read by setting it and setting it back)."
-    m = os.umask(0)
-    os.umask(m)
+    "The process's umask: on Linux read from /proc/self/status; elsewhere by setting it and setting it back, under a lock."
+    try:
+        for line in Path('/proc/self/status').read_text().splitlines():
+            if line.startswith('Umask:'): return int(line.split()[1], 8)
+    except OSError: pass
+    with _UMASK_LOCK:
+        m = os.umask(0)
+        os.umask(m)
     return m
 
 def make_ordinary(path) -> Path:
