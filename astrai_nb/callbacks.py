@@ -21,9 +21,9 @@ from .evaluate import evaluate_loss, load_task_rows, task_accuracy, is_mc_task, 
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
-           'Throughput', 'Validation', 'loop_tokenizer', 'TaskEval', 'Evaluators', 'MetricLogger', 'read_metrics',
-           'plot_metrics', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger', 'WandbLogger', 'ProgressBar',
-           'higher_is_better', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
+           'Throughput', 'StepClock', 'Validation', 'loop_tokenizer', 'TaskEval', 'Evaluators', 'MetricLogger',
+           'read_metrics', 'plot_metrics', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger', 'WandbLogger',
+           'ProgressBar', 'higher_is_better', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -94,7 +94,7 @@ class GradientClipping(Callback):
 class Throughput(Callback):
     "Log `tokens_per_sec` (all ranks), `batches_per_sec` (optimizer steps) and `mfu` of every step, against a measured matmul peak."
     order = 10
-    def __init__(self, peak_flops:float|None=None): self.peak = peak_flops
+    def __init__(self, peak_flops:float|None=None): self.peak, self.clock = peak_flops, StepClock(self)
 
     def on_train_begin(self, ctx):
         if self.peak is None:
@@ -103,15 +103,20 @@ class Throughput(Callback):
                 n = 8192 if ctx.device.type == 'cuda' else 2048 if ctx.compute_dtype == torch.float32 else 512
                 self.peak = measure_peak_flops(n, 3, ctx.device, ctx.compute_dtype) * ctx.world_size
         self.flops_per_token = flops_per_token(ctx.model_config, ctx.window_size)
+        if self.clock not in ctx.callbacks: ctx.callbacks.append(self.clock)     # restarts the clock after each step's last callback
         self.t = time.perf_counter()
 
     def on_step_end(self, ctx):
-        now = time.perf_counter()
-        dt = max(now - self.t, 1e-9)
+        dt = max(time.perf_counter() - self.t, 1e-9)         # since the previous step's callbacks ended (`StepClock`)
         tps = ctx.step_tokens / dt
         ctx.metrics['tokens_per_sec'], ctx.metrics['batches_per_sec'] = tps, 1 / dt
         ctx.metrics['mfu'] = tps * self.flops_per_token / self.peak
-        self.t = now
+
+class StepClock(Callback):
+    "Restart a `Throughput`'s clock once every other callback of the step is done: validation, evaluations and checkpoints are no step's time."
+    order = 1000                                       # the last
+    def __init__(self, throughput:Throughput): self.throughput = throughput
+    def on_step_end(self, ctx): self.throughput.t = time.perf_counter()
 
 # %% ../nbs/30_callbacks.ipynb #39a76549
 class Validation(Callback):
@@ -325,7 +330,7 @@ class TensorBoardLogger(MetricLogger):
         self.log_dir, self.writer_cls, self.interval, self.acc = Path(log_dir), SummaryWriter, interval, {}
 
     def on_train_begin(self, ctx):
-        self.writer = self.writer_cls(str(self.log_dir), purge_step=ctx.iteration + 1 if ctx.resumed else None)
+        self.writer = self.writer_cls(str(self.log_dir), purge_step=ctx.iteration + 1)   # a fresh start: 1
 
     def on_step_end(self, ctx):
         if (row := self.row(ctx)) is None: return
@@ -388,11 +393,20 @@ class CheckpointSaver(Callback):
     order = 50
     def __init__(self, interval:int, keep_last:int=3,
                  keep_best:str|None=None):    # a metric (val_loss, eval/downstream/<label>_acc, ...): also keep the best step's checkpoint
-        self.interval, self.keep_last, self.keep_best, self.saved, self.best = interval, keep_last, keep_best, None, None
+        self.interval, self.keep_last, self.keep_best, self.saved, self.best, self.dropped = interval, keep_last, keep_best, None, None, None
 
     def state_dict(self) -> dict: return {'best': self.best}
-    def load_state_dict(self, sd:dict): self.best = sd.get('best')
-    def on_train_begin(self, ctx): self.saved = ctx.iteration if ctx.resumed else None
+    def load_state_dict(self, sd:dict):
+        best = sd.get('best')
+        if best is not None and best['metric'] != self.keep_best: best, self.dropped = None, best     # another metric's, or none asked for
+        self.best = best
+
+    def on_train_begin(self, ctx):
+        self.saved = ctx.iteration if ctx.resumed else None
+        if (b := self.dropped) is not None and ctx.rank == 0:
+            now = f"--keep_best {self.keep_best}" if self.keep_best else "without --keep_best"
+            print(f"{now}: the checkpoint's best is of {b['metric']} ({b['value']:g} at step {b['step']}); it is no longer compared with, "
+                  f"and step_{b['step']} is pruned like any other checkpoint", flush=True)
 
     def on_step_end(self, ctx):
         if self._better(ctx) or ctx.iteration % self.interval == 0 or ctx.iteration == ctx.total_steps: self._save(ctx)
@@ -450,6 +464,9 @@ class RewardFailures(Callback):
     "Stop the run (`ValueError`) once every answer's reward failed for `rounds` rounds in a row: the strategy's `reward_failed` metric at 1."
     order = 45                                       # after the step is logged, before its checkpoint
     def __init__(self, rounds:int=3): self.rounds, self.streak, self.first, self.since = rounds, 0, None, None
+
+    def state_dict(self) -> dict: return {'streak': self.streak, 'first': self.first, 'since': self.since}
+    def load_state_dict(self, sd:dict): self.streak, self.first, self.since = sd['streak'], sd['first'], sd['since']
 
     def on_step_end(self, ctx):
         if ctx.metrics.get('reward_failed', 0.0) < 1.0: self.streak = 0; return

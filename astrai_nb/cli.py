@@ -13,7 +13,7 @@ import torch
 import torch.distributed as dist
 from fastcore.docments import docments
 from .prepare import PrepareConfig, prepare_data, KINDS, SHARD_DTYPES
-from .config import Config, TrainConfig, ModelConfig, PRESETS
+from .config import Config, TrainConfig, ModelConfig, PRESETS, SettingError
 from .model import num_params
 from .strategy import TRAIN_TYPES
 from .callbacks import NonFiniteError
@@ -34,7 +34,7 @@ __all__ = ['USER_ERRORS', 'DEFAULT_DATA', 'DEFAULT_STEPS', 'config_from', 'run_s
 
 # %% ../nbs/50_cli.ipynb #5bcd31a2
 # what the library raises for bad input or a diverged run; anything else is a bug and keeps its traceback
-USER_ERRORS = (ValueError, TypeError, OSError, NonFiniteError)
+USER_ERRORS = (ValueError, SettingError, OSError, NonFiniteError)
 
 def config_from(cls:type, settings:dict):
     "`cls.from_dict(settings)`, with errors that name the command-line flag (`--max_lr`) instead of the field (`TrainConfig.max_lr`, `SamplingParams.top_p`)."
@@ -259,12 +259,12 @@ def train_cli(argv:list[str]|None=None) -> int|None:
     argv = sys.argv[1:] if argv is None else list(argv)
     def run():
         settings = train_settings(argv)
-        nprocs = settings.get('nprocs', 1)
+        c = config_from(TrainConfig, settings)                         # checked before it is read: a '2' from --config names its flag
         # start the ranks ourselves, on loopback (32_parallel)
-        if nprocs > 1 and 'WORLD_SIZE' not in os.environ:
-            if settings.get('parallel_mode', 'none') == 'none':
-                raise ValueError(f"--nprocs {nprocs} needs --parallel_mode ddp or fsdp")
-            return launch_local(nprocs, argv, max_restarts=settings.get('max_restarts', 0))
+        if c.nprocs > 1 and 'WORLD_SIZE' not in os.environ:
+            if c.parallel_mode == 'none':
+                raise ValueError(f"--nprocs {c.nprocs} needs --parallel_mode ddp or fsdp")
+            return launch_local(c.nprocs, argv, max_restarts=c.max_restarts)
         train(**settings)
     return run_script('astrai_nb_train', run)
 
@@ -279,7 +279,7 @@ def export(merge:bool=False,   # a LoRA checkpoint: its base with the adapters m
     "Export a checkpoint step directory as a Hugging Face directory (a LoRA checkpoint merged, or for `peft`); print what was written and how to load it."
     from astrai_nb.hf import ExportConfig, export_checkpoint, export_lora   # lazy: only this script needs 41_hf (see 90_layout)
     from astrai_nb.lora import lora_meta                       # lazy: 35_lora, for checkpoints of adapters
-    c = ExportConfig.from_dict(settings)
+    c = config_from(ExportConfig, settings)
     if c.param_path is None or c.out is None:
         raise ValueError("--param_path CKPT_DIR/step_N and --out HF_DIR are both needed")
     if merge or peft or lora_meta(c.param_path) is not None:
@@ -428,7 +428,7 @@ def evaluate(**settings) -> dict:
 def _exact_match(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "Greedy exact-match accuracy on task rows, printed with its breakdown and a few replies."
     t0, rows = time.perf_counter(), e.rows
-    res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device == 'cpu')
+    res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device.type == 'cpu')
     res['seconds'] = time.perf_counter() - t0
     task = Path(e.data)/'eval.jsonl' if Path(e.data).is_dir() else Path(e.data)
     print(f"astrai_nb_eval: {c.param_path} on {task}: {res['n']} prompts, greedy, at most {c.max_new_tokens} new tokens")

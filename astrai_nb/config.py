@@ -11,8 +11,9 @@ from fastcore.basics import patch
 
 # %% auto #0
 __all__ = ['NORM_TYPES', 'ACTIVATIONS', 'INIT_FNS', 'PRESETS', 'SCHEDULE_TYPES', 'PRECISIONS', 'PARALLEL_MODES', 'NAN_POLICIES',
-           'Config', 'ModelConfig', 'source_names', 'DataMix', 'Settings', 'Sectioned', 'TrainConfig', 'DataSettings',
-           'ModelSettings', 'ScheduleSettings', 'OptimizerSettings', 'RunSettings', 'EvalSettings', 'HardwareSettings']
+           'SettingError', 'Config', 'ModelConfig', 'source_names', 'DataMix', 'Settings', 'Sectioned', 'TrainConfig',
+           'DataSettings', 'ModelSettings', 'ScheduleSettings', 'OptimizerSettings', 'RunSettings', 'EvalSettings',
+           'HardwareSettings']
 
 # %% ../nbs/00_config.ipynb #895e113b
 def _round_up(n:int, multiple:int) -> int:
@@ -20,11 +21,14 @@ def _round_up(n:int, multiple:int) -> int:
     return multiple * math.ceil(n / multiple)
 
 # %% ../nbs/00_config.ipynb #86e1f462
+class SettingError(TypeError):
+    "A setting of the wrong type, or an unknown one: the user's input is at fault (the console scripts say so in one line), not the code."
+
 def _check_type(owner:str, name:str, value, tp:str):
-    "Raise a `TypeError` naming `owner.name` when `value` is not of the annotated type `tp` (a string: annotations are postponed)."
+    "Raise a `SettingError` naming `owner.name` when `value` is not of the annotated type `tp` (a string: annotations are postponed)."
     if value is None:
         if 'None' in tp: return
-        raise TypeError(f"{owner}.{name} must not be None")
+        raise SettingError(f"{owner}.{name} must not be None")
     if tp.startswith('int'): ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp.startswith('float'):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -34,7 +38,7 @@ def _check_type(owner:str, name:str, value, tp:str):
     elif tp.startswith('bool'): ok = isinstance(value, bool)
     elif tp.startswith('str'): ok = isinstance(value, str)
     else: ok = True
-    if not ok: raise TypeError(f"{owner}.{name} must be {tp}, got {value!r} ({type(value).__name__})")
+    if not ok: raise SettingError(f"{owner}.{name} must be {tp}, got {value!r} ({type(value).__name__})")
 
 # %% ../nbs/00_config.ipynb #2b95deab
 class Config:
@@ -215,7 +219,7 @@ def _mix_rates(spec, flag:str) -> dict[str, float]:
                 pairs.append((path, rate))
             elif isinstance(item, (list, tuple)) and len(item) == 2: pairs.append(tuple(item))
             else: raise ValueError(f"{flag}: {item!r} is neither 'DIR=RATE' nor a [dir, rate] pair, {example}")
-    else: raise TypeError(f"{flag} must be DIR=RATE strings or a {{dir: rate}} object, got {type(spec).__name__}")
+    else: raise SettingError(f"{flag} must be DIR=RATE strings or a {{dir: rate}} object, got {type(spec).__name__}")
     if not pairs: raise ValueError(f"{flag} names no source: give at least one DIR=RATE, {example}")
     rates, spelled = {}, {}                 # spelled: {the directory, resolved: as given}
     for path, rate in pairs:
@@ -298,7 +302,7 @@ class Sectioned(Config):
         dataclass(cls)
         made = cls.__init__
         def __init__(self, *args, **kw):
-            if unknown := sorted(set(kw) - set(new)): raise TypeError(f"unknown {cls.__name__} field(s) {unknown}; {cls.unknown_hint}")
+            if unknown := sorted(set(kw) - set(new)): raise SettingError(f"unknown {cls.__name__} field(s) {unknown}; {cls.unknown_hint}")
             made(self, *args, **kw)
         cls.__init__ = functools.update_wrapper(__init__, made)
         return section

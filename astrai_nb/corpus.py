@@ -4,7 +4,7 @@
 
 # %% ../nbs/01a_corpus.ipynb #0f40f0f9
 from __future__ import annotations
-import codecs, hashlib, io, itertools, json, os, re, stat, sysconfig, tempfile
+import codecs, hashlib, io, itertools, json, os, re, stat, sysconfig, tempfile, unicodedata
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -70,7 +70,7 @@ def read_text_file(path) -> str:
 def builtin_corpus_files(root=None,               # a folder to take *.py files from; default: the stdlib
                          skipped:list|None=None,  # if given, the files left out as not UTF-8 are appended
                         ) -> list[Path]:
-    "The non-empty UTF-8 `*.py` files under `root` outside test and package folders, by relative path."
+    "The non-blank UTF-8 `*.py` files under `root` outside test and package folders, by relative path."
     root = builtin_corpus_root() if root is None else Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"the built-in corpus directory {root} does not exist; "
@@ -80,9 +80,11 @@ def builtin_corpus_files(root=None,               # a folder to take *.py files 
     for rel in rels:
         f = root/rel
         if any(part in STDLIB_EXCLUDE for part in rel.parts[:-1]) or rel.name.startswith('test_'): continue
-        if not f.is_file() or f.stat().st_size == 0: continue
-        try: read_text_file(f)
-        except ValueError:
+        if not f.is_file(): continue
+        data = f.read_bytes()
+        if not data.strip(): continue                      # empty, or only whitespace: no document
+        try: data.decode('utf-8')
+        except UnicodeDecodeError:
             if skipped is not None: skipped.append(f)
             continue
         files.append(f)
@@ -376,7 +378,7 @@ def split_documents(n_docs:int,              # number of documents
 # %% ../nbs/01a_corpus.ipynb #3f8e2a61
 def _tail_start(reads:Callable[[], Iterable[str]],  # gives the text in chunks, each time it is called
                 val_fraction:float) -> int:
-    "`tail_start` of a text that comes in chunks: read twice, for its length, then for the line break before the cut."
+    "`tail_start` of a text that comes in chunks: read twice, for its length, then for the line break (or space) before the cut."
     n = pos = 0
     for t in reads():
         end = len(t.rstrip())
@@ -384,18 +386,21 @@ def _tail_start(reads:Callable[[], Iterable[str]],  # gives the text in chunks, 
         pos += len(t)
     if n < 2: raise ValueError(f"a text of {n} character(s) cannot be split for validation: pass more text")
     c = min(max(int(n * (1 - val_fraction)), 1), n - 1)
-    start = pos = 0
+    line = space = pos = 0
     for t in reads():
-        if pos >= c: break
+        if pos > c: break
         j = t.rfind('\n', 0, c - pos)
-        if j >= 0: start = pos + j + 1
+        if j >= 0: line = pos + j + 1                                # the start of the line that holds c
+        j = t.rfind(' ', 0, c - pos + 1)
+        if j >= 0: space = pos + j                                   # the last space at or before c
         pos += len(t)
-    return start if start > 0 else c                                # inside the first line: at the character
+    lo = 2 * c - n                                                   # a tail at most twice the one asked for
+    return next((k for k in (line, space) if k > 0 and k >= lo), c)  # else at the character
 
 def tail_start(text:str,            # the whole text of a corpus
                val_fraction:float,  # the fraction of it to hold out, at its end
               ) -> int:             # where the held-out tail begins: 0 < start < len(text)
-    "Where the validation tail of a text begins: the start of the line with character (1 - val_fraction) * n."
+    "Where the validation tail of a text begins: the start of the line with character (1 - val_fraction) * n, if not far back."
     return _tail_start(lambda: [text], val_fraction)
 
 def _split_tail(chunks:Iterable[tuple[str, bool]], k:int) -> Iterator[tuple[str, bool]]:
@@ -416,10 +421,18 @@ WHOLE_CHARS = 2**22   # the longest document encoded whole, by a tokenizer whose
 _CUT = re.compile(r'(?<=[^\W_])(?![^\W_])|(?<=\S)(?=[ \t\n\r])')   # a letter or digit, then something else;
                                                                    # or a non-space, then ASCII whitespace
 
+def _known(ch:str) -> bool:
+    "Whether this Python's Unicode database knows `ch`: an unassigned one (`Cn`) may be a letter to the tokenizer's newer Unicode."
+    return ch.isascii() or unicodedata.category(ch) != 'Cn'
+
+def _sure_cut(text:str, p:int) -> bool:
+    "Whether `p` is a sure cut of `text` (`text[p]` must exist): `_CUT` matches there, before a known character."
+    return _CUT.match(text, p) is not None and _known(text[p])
+
 def _last_cut(text:str, s:int, hi:int) -> int|None:
     "The last sure cut p with s < p <= hi (`text[hi]` must exist), looked for a little way back first, then further."
     for back in (64, 1024, hi - s):
-        ps = [m.start() for m in _CUT.finditer(text, max(hi - back, s + 1), hi + 1) if m.start() <= hi]
+        ps = [m.start() for m in _CUT.finditer(text, max(hi - back, s + 1), hi + 1) if m.start() <= hi and _known(text[m.start()])]
         if ps: return ps[-1]
     return None
 

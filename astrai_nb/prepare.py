@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from fastcore.basics import patch
 from tqdm import tqdm
-from .config import Config
+from .config import Config, SettingError
 from .durable import make_ordinary, write_json, fsync_dir, swap_in, NoSpaceError, disk_full, room_for
 from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 from .corpus import (SHARD_DTYPES, PIECE_CHARS, WHOLE_CHARS, BATCH_CHARS, builtin_corpus_files, iter_jsonl,
@@ -252,7 +252,7 @@ class PrepareConfig(Config):
 def _check_corpus(c:PrepareConfig, P:str):
     "Check the corpus settings together: input or builtin, the input a kind needs, a separator for text."
     if c.input is not None and not (isinstance(c.input, list) and all(isinstance(f, str) for f in c.input)):
-        raise TypeError(f"{P}.input must be a list of file paths, got {c.input!r}")
+        raise SettingError(f"{P}.input must be a list of file paths, got {c.input!r}")
     if c.input and c.builtin:
         raise ValueError(f"{P}.input and {P}.builtin: give input files or builtin, not both")
     if c.kind != 'pretrain' and not c.input:
