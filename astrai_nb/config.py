@@ -5,7 +5,7 @@
 # %% ../nbs/00_config.ipynb #218ee236
 from __future__ import annotations
 import json, math, functools
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, fields, MISSING
 from pathlib import Path
 from fastcore.basics import patch
 
@@ -264,6 +264,8 @@ class DataMix:
     @property
     def names(self) -> list[str]: return source_names(self.rates)        # short names for the logs
     def to_dict(self) -> dict[str, float]: return dict(self.rates)       # the --config JSON form
+    def __eq__(self, other):                                             # the same sources at the same rates, in the same order
+        return isinstance(other, DataMix) and list(self.rates.items()) == list(other.rates.items())
     def __len__(self): return len(self.rates)
     def __iter__(self): return iter(self.rates)
 
@@ -285,6 +287,10 @@ class Sectioned(Config):
     @classmethod
     def add_section(cls, section:type) -> type:
         "Make the fields of the dataclass `section` fields of `cls` (a section of the same name is replaced: a cell run again); returns `section`, so it decorates."
+        for f in fields(section):
+            if f.default is MISSING:
+                raise TypeError(f"{section.__name__}.{f.name} needs a default value" + (", not a default_factory" if f.default_factory
+                                is not MISSING else "") + ": a setting is a flag with a default (None for a list, say)")
         names = {f.name for f in fields(section)}
         for s in cls.sections:
             if s.__name__ != section.__name__ and (both := names & {f.name for f in fields(s)}):
@@ -344,7 +350,7 @@ def _only_for(run, train_type:str, *names, what:str=''):
 class DataSettings(Settings):
     "What the run trains on."
     title = 'data'
-    # the training stage: a name of `23_strategy`'s registry (seq: pretraining, sft, dpo); it decides the kind of data read
+    # the training stage: a name of `23_strategy`'s registry (seq: pretraining; sft, dpo, grpo, rm, kl); it decides the kind of data read
     train_type: str = 'seq'
     data_root_path: str | None = None     # a directory written by astrai_nb_prepare
     # instead of data_root_path: several prepared directories and their sampling rates, DIR=RATE ... (a {dir: rate} object in --config JSON)
@@ -508,6 +514,15 @@ def _parsed(self:TrainConfig, name:str) -> DataMix|None:
     key, cache = repr(spec), self.__dict__.setdefault('_mixes', {})
     if name not in cache or cache[name][0] != key: cache[name] = (key, DataMix.parse(spec, f"TrainConfig.{name}"))
     return cache[name][1]
+
+@patch
+def __post_init__(self:TrainConfig):
+    "Keep a `DataMix` given for a mixture setting in its JSON form, `{dir: rate}`, so that train_config.json loads back (and parsed: the mix given); then check."
+    for f in fields(self):
+        if isinstance(m := getattr(self, f.name), DataMix):
+            setattr(self, f.name, m.to_dict())
+            self.__dict__.setdefault('_mixes', {})[f.name] = (repr(getattr(self, f.name)), m)
+    super(TrainConfig, self).__post_init__()
 
 @patch(as_prop=True)
 def mix(self:TrainConfig) -> DataMix|None:

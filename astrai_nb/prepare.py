@@ -53,11 +53,13 @@ def _messages_problem(msgs) -> str|None:
 
 # %% ../nbs/02_prepare.ipynb #2ee87d2b
 def _keys_problem(row:dict, kind:str, keys:Sequence[str]) -> str|None:
-    "What is wrong with the `keys` of a row of `kind` (each present, a string; an answer may be a number), or None."
+    "What is wrong with the `keys` of a row of `kind` (each present, a string; an answer may be an integer), or None."
     for k in keys:
         if k not in row: return f"missing key {k!r}; every {kind} line needs {list(keys)}"
         v = row[k]
-        if k == 'answer' and isinstance(v, (int, float)) and not isinstance(v, bool): continue  # a number
+        if k == 'answer' and isinstance(v, int) and not isinstance(v, bool): continue  # an integer
+        if k == 'answer' and not isinstance(v, str):
+            return f"'answer' must be an integer or a string, 55 or \"55\" (the rewards read it as text), got {v!r:.40} ({type(v).__name__})"
         p = _str_problem(row, k)
         if p: return p
     return None
@@ -133,6 +135,12 @@ def _row_problem(row:dict, kind:str) -> str|None:
     "What is wrong with one post-training row of `kind`, or None."
     return data_kind(kind).problem(row)
 
+def _unwritable(row:dict) -> str|None:
+    "None if `row` can be written back as UTF-8 JSON, else the field that cannot: a lone surrogate, from a JSON escape such as \\ud800."
+    if _utf8_problem(json.dumps(row, ensure_ascii=False)) is None: return None
+    k = next(k for k in row if _utf8_problem(json.dumps([k, row[k]], ensure_ascii=False)))
+    return f"field {k!r:.40}: not valid UTF-8 (a lone surrogate, from a JSON escape such as \\ud800), so the row cannot be written"
+
 def _post_rows(files:Sequence[Path], kind:str) -> Iterator[dict]:
     "The rows of post-training JSONL files, a line at a time, each checked for `kind`; errors name the file and line."
     data_kind(kind)                                       # a known kind, or the error
@@ -140,7 +148,7 @@ def _post_rows(files:Sequence[Path], kind:str) -> Iterator[dict]:
         _check_exists(path)
         n = 0
         for i, row in iter_jsonl(path):
-            problem = _row_problem(row, kind)
+            problem = _row_problem(row, kind) or _unwritable(row)     # any field: the row is written as it is
             if problem: raise ValueError(f"{path}:{i}: {problem}")
             n += 1
             yield row

@@ -317,8 +317,11 @@ def evaluate_task(generate_fn:Callable,        # list of prompts -> list of resp
     "Mean reward of `generate_fn` on `rows`, overall (`accuracy`) and by operand digits and operation."
     task = ifnone(task, ArithmeticTask())
     if not rows: raise ValueError("evaluate_task got no rows; pass dicts with 'prompt' and 'answer', e.g. read_jsonl('eval.jsonl')")
+    problems = []                                                     # every row checked before the first generation
     for i, r in enumerate(rows):
         if problem := task_row_problem(r): raise ValueError(f"row {i}: {problem}")
+        try: problems.append(task.parse_prompt(r['prompt']))
+        except ValueError as e: raise ValueError(f"row {i}: {e}") from None
     prompts = [r['prompt'] for r in rows]
     bs = batch_size or len(prompts)
     responses = []
@@ -330,8 +333,7 @@ def evaluate_task(generate_fn:Callable,        # list of prompts -> list of resp
         responses += out
     rewards = [reward(resp, r['answer']) for resp, r in zip(responses, rows)]
     by_digits, by_op = defaultdict(list), defaultdict(list)
-    for r, x in zip(rows, rewards):
-        p = task.parse_prompt(r['prompt'])
+    for p, x in zip(problems, rewards):
         by_digits[p.digits].append(x); by_op[p.op].append(x)
     mean = lambda xs: sum(xs) / len(xs)
     return {'accuracy': mean(rewards), 'n': len(rows),

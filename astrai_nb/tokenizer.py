@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_tokenizer.ipynb #a3dbac04
 from __future__ import annotations
-import hashlib, json, warnings
+import hashlib, json, numbers, warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 import tokenizers
@@ -124,16 +124,19 @@ def _checked_texts(texts, stats:dict):
 # %% ../nbs/01_tokenizer.ipynb #4534a705
 MAX_VOCAB = 2**20   # the most ids a tokenizer is trained with: the BPE trainer sets aside ~70 bytes per id before reading
 
-def check_vocab_size(vocab_size:int, n_special:int=len(SPECIAL_TOKENS)):
-    "Raise a `ValueError` unless `vocab_size` leaves room for the bytes and special tokens and is at most `MAX_VOCAB`."
+def check_vocab_size(vocab_size:int, n_special:int=len(SPECIAL_TOKENS)) -> int:
+    "`vocab_size` as an int; a `ValueError` unless it is a whole number that leaves room for the bytes and special tokens and is at most `MAX_VOCAB`."
     smallest = 256 + n_special
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):         # a numpy integer is one too
+        raise ValueError(f"vocab_size must be an int, got {vocab_size!r} ({type(vocab_size).__name__})")
+    if vocab_size < smallest:
         raise ValueError(f"vocab_size={vocab_size!r} is too small: the 256 bytes and {n_special} special "
                          f"tokens alone take {smallest} ids; use vocab_size >= {smallest} (a few thousand is typical)")
     if vocab_size > MAX_VOCAB:
         raise ValueError(f"vocab_size={vocab_size} is too large: at most {MAX_VOCAB} (2**20) ids. The tokenizer trainer sets "
                          f"aside about 70 bytes per id before it reads any text ({70 * vocab_size / 1e9:.1f} GB here), and real "
                          "vocabularies have 32k to 256k ids; use e.g. 32000")
+    return int(vocab_size)
 
 def train_tokenizer(
     texts:Iterable[str],                       # documents: a list, or any iterator of strings (streamed)
@@ -154,7 +157,7 @@ def train_tokenizer(
     if missing: raise ValueError(f"special_tokens lacks {missing}; pass SPECIAL_TOKENS + [your extra tokens]")
     if not isinstance(min_frequency, int) or min_frequency < 1:
         raise ValueError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
-    check_vocab_size(vocab_size, len(special_tokens))
+    vocab_size = check_vocab_size(vocab_size, len(special_tokens))
     tk = _byte_level_bpe()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
