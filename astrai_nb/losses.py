@@ -48,7 +48,7 @@ def token_logprobs(logits:Tensor,      # (B, T, V)
                    target_ids:Tensor   # (B, T); IGNORE_INDEX positions get 0
                   ) -> Tensor:         # (B, T) log p(target) at each position
     "Log-probability of each target token."
-    safe = target_ids.clamp(min=0)
+    safe = target_ids.masked_fill(target_ids == IGNORE_INDEX, 0)          # any other target out of range raises in gather
     lp = _wide(logits).log_softmax(-1).gather(-1, safe[..., None])[..., 0]
     return lp.masked_fill(target_ids == IGNORE_INDEX, 0.0)
 
@@ -72,7 +72,7 @@ def dpo_loss(policy_chosen_logps:Tensor,    # (B,) log pi(chosen | prompt)
     chosen = beta * (policy_chosen_logps - ref_chosen_logps)
     rejected = beta * (policy_rejected_logps - ref_rejected_logps)
     losses = -F.logsigmoid(chosen - rejected)
-    loss = losses if reduction == 'none' else losses.sum() if reduction == 'sum' else losses.mean()
+    loss = _reduce(losses, torch.ones_like(losses, dtype=torch.bool), reduction)   # every pair counts; a bad reduction raises
     return loss, chosen.detach(), rejected.detach()
 
 # %% ../nbs/20_losses.ipynb #f55a591b
@@ -151,7 +151,7 @@ class _ChunkedNLL(torch.autograd.Function):
         dt = _matmul_dtype(hidden, weight)
         h, w = hidden.to(dt), weight.to(dt)                                  # (N, D), (V, D)
         wide = torch.promote_types(dt, torch.float32)
-        safe = target_ids.clamp(min=0)                                       # IGNORE_INDEX rows: any index, zeroed below
+        safe = target_ids.masked_fill(target_ids == IGNORE_INDEX, 0)         # IGNORE_INDEX rows: any index, zeroed below
         nll, lse = (torch.empty(len(h), dtype=wide, device=h.device) for _ in range(2))  # (N,) each
         for s in range(0, len(h), chunk_size):
             z = F.linear(h[s:s+chunk_size], w).to(wide)                      # (c, V): the only logits alive
@@ -172,7 +172,7 @@ class _ChunkedNLL(torch.autograd.Function):
         eps, c, dt = ctx.eps, ctx.chunk_size, ctx.dt
         h, w = hidden.to(dt), weight.to(dt)
         g = grad_nll.masked_fill(target_ids == IGNORE_INDEX, 0.0).to(lse.dtype)  # (N,)
-        safe = target_ids.clamp(min=0)
+        safe = target_ids.masked_fill(target_ids == IGNORE_INDEX, 0)
         grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None   # (N, D)
         grad_w = torch.zeros(w.shape, dtype=lse.dtype, device=w.device) if ctx.needs_input_grad[1] else None  # (V, D)
         for s in range(0, len(h), c):

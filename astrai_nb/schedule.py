@@ -46,7 +46,8 @@ class CosineScheduler(LRScheduler):
         "The multiplier of the base rate at step `t`."
         w = _warmup(t, self.warmup_steps)
         if w is not None: return w
-        return _cosine((t - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps), self.min_rate)
+        decay = self.total_steps - self.warmup_steps
+        return _cosine((t - self.warmup_steps) / decay if decay else 1.0, self.min_rate)   # no decay steps: at the floor from T on
 
     def get_lr(self): return [base * self.factor(self.last_epoch) for base in self.base_lrs]
 
@@ -112,7 +113,7 @@ class WSDScheduler(LRScheduler):
         if w is not None: return w
         start = self.total_steps - self.decay_steps
         if t < start: return 1.0
-        p = min(1.0, (t - start) / max(1, self.decay_steps))
+        p = min(1.0, (t - start) / self.decay_steps) if self.decay_steps else 1.0   # no decay steps: at the floor from T on
         return self.min_rate + (1 - self.min_rate) * _WSD_SHAPES[self.decay](p)
 
     def get_lr(self): return [base * self.factor(self.last_epoch) for base in self.base_lrs]

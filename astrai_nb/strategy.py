@@ -242,7 +242,7 @@ class GRPOSettings(Settings):
     title = 'grpo'
     group_size: int = 4                   # GRPO: samples per prompt, compared within their group
     grpo_clip_eps: float = 0.2            # GRPO: the clipping range of the probability ratio
-    grpo_kl_coef: float = 0.01            # GRPO: weight of the squared log-ratio to the reference
+    grpo_kl_coef: float = 0.01            # GRPO: weight of the penalty to the reference (the one grpo_kl_estimator names)
     grpo_temperature: float = 1.0         # GRPO: sampling temperature of the rollouts (> 0: a group must differ)
     grpo_max_new_tokens: int = 32         # GRPO: the longest answer a rollout samples
     grpo_iterations: int = 1              # GRPO: optimizer steps on each round of rollouts (> 1: the clipped ratio acts)
