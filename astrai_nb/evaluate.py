@@ -358,11 +358,15 @@ def parse_evaluator(spec) -> Evaluator:
     if not eq or not rest: raise ValueError(f"evaluator {spec!r}: write it as LABEL=[TYPE:]PATH[,OPTION=VALUE...], e.g. val=data/builtin")
     path, *opts = rest.split(',')
     kind, colon, tail = path.partition(':')
+    if colon and kind not in EVALUATOR_TYPES and re.fullmatch(r'[A-Za-z]\w+', kind) and not Path(path).exists():
+        raise ValueError(f"evaluator {label}: {kind!r} is not a type (lm or downstream), and there is no file {path}")
     kind, path = (kind, tail) if colon and kind in EVALUATOR_TYPES else (None, path)
     columns, samples = {}, 0
     for o in opts:
         k, eq, v = o.partition('=')
         if not eq: raise ValueError(f"evaluator {label}: option {o!r} must be NAME=VALUE")
+        if k not in (*_COLUMNS, 'samples'):
+            raise ValueError(f"evaluator {label}: unknown option {k!r}; the options are {', '.join(_COLUMNS)} (a dataset's columns) and samples")
         if k == 'samples':
             try: samples = int(v)
             except ValueError: raise ValueError(f"evaluator {label}: samples={v!r} is not an integer") from None
@@ -419,6 +423,7 @@ def lm_tokens(path,                     # a prepared pretraining directory (its 
              ) -> np.ndarray:           # eos, then the documents' ids, each ended by eos
     "The tokens of an `lm` set after an eos: a prepared directory's val split, or a text file (one document) or JSON-lines file (a document per row), tokenized as prepare does."
     p = Path(path)
+    if not p.exists(): raise FileNotFoundError(f"{flag} {path} does not exist")
     if p.is_dir():
         meta, _ = check_prepared(p, 'pretrain')
         if meta['tokenizer_hash'] != tokenizer.hash:
@@ -486,7 +491,7 @@ class EvaluatorSettings(Settings):
 class EvalConfig(Config):
     "The settings of `astrai_nb_eval`."
     param_path: str|None = None        # a checkpoint step directory (<ckpt_dir>/step_N) or a Hugging Face model directory
-    task: list[str]|None = None        # tasks, each [LABEL=]PATH: an eval.jsonl of prompts and answers (or a directory holding one), a JSON-lines file of multiple-choice query/choices/gold rows, or a text (an lm set)
+    task: list[str]|None = None        # tasks, each PATH or LABEL=[TYPE:]PATH[,OPTION=VALUE...] (TYPE: lm or downstream, else from the data; OPTION: samples=N, or a dataset's columns query=, choices=, gold=, split=): an eval.jsonl of prompts and answers (or a directory holding one), a JSON-lines file of multiple-choice query/choices/gold rows, or a text (an lm set)
     samples: int = 0                   # task prompts to evaluate (the first ones of the file); 0: all
     max_new_tokens: int = 16           # tokens each reply may take at most
     max_batch: int = 64                # replies decoded together (rows of the KV cache)
@@ -506,4 +511,4 @@ class EvalConfig(Config):
             if getattr(self, name) < lo: raise ValueError(f"EvalConfig.{name} must be >= {lo}, got {getattr(self, name)}")
         if self.window_size is not None and self.window_size < 2: raise ValueError(f"EvalConfig.window_size must be >= 2 (or None), got {self.window_size}")
         return self
-EvalConfig.choices, EvalConfig.metavars = {'dtype': ('float32', 'bfloat16', 'float16')}, {'task': '[LABEL=]PATH'}
+EvalConfig.choices, EvalConfig.metavars = {'dtype': ('float32', 'bfloat16', 'float16')}, {'task': 'TASK'}

@@ -657,6 +657,12 @@ class GenerateConfig(Config):
     dtype: str = 'float32'             # the weights' dtype
     device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
     tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
+
+    def validate(self):
+        "Check `max_new_tokens` here: a flag cannot be None, which `SamplingParams`' own error offers."
+        if not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"GenerateConfig.max_new_tokens must be between 1 and {MAX_NEW_TOKENS}, got {self.max_new_tokens}")
+        return self
 GenerateConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
 
 # %% ../nbs/14_generate.ipynb #1871f2e9
