@@ -233,7 +233,7 @@ class LoRAReference(nn.Module):
 def _number(v) -> bool: return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 def _base_ok(b) -> bool:
-    "Whether `b` is a `base` record as `add_adapters` writes it: its source (a path, or the initialisation's seed) and SHA-256."
+    "Whether `b` is a `base` record as `LoRAPart.after_model` writes it (`base_source` and the weights' hash): its source (a path, or the initialisation's seed) and SHA-256."
     return (isinstance(b, dict) and isinstance(b.get('sha256'), str) and len(b['sha256']) == 64 and
             ((b.get('source') == '--param_path' and isinstance(b.get('path'), str)) or (b.get('source') == 'init' and type(b.get('random_seed')) is int)))
 

@@ -25,7 +25,7 @@ from .prepare import DATA_KINDS
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank, torchrun_job
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best)
+                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best, BEST)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
                                  RewardFailures, SourceTokens, Evaluators, WandbLogger)
@@ -251,7 +251,7 @@ def step(self:Trainer, group:list[dict],
         total += out['loss'].detach().float()
         if names: sums += torch.stack([torch.as_tensor(out[k], device=ctx.device).detach().float() for k in names])
         self._run('on_batch_end')
-    n, loss_sum, stop, m, *extra = ex.reduce_sums(units, total, self.stop.requested, metric_units, *sums)   # the step's one collective
+    n, loss_sum, stop, m, tokens, *extra = ex.reduce_sums(units, total, self.stop.requested, metric_units, tokens, *sums)   # the step's one collective
     n = max(n, 1)
     if n != scale: torch._foreach_mul_([p.grad for p in ctx.model.parameters() if p.grad is not None], scale / n)
     ctx.metrics['loss'] = loss_sum / n
@@ -259,7 +259,7 @@ def step(self:Trainer, group:list[dict],
     self.update()
     ctx.iteration += 1
     if not prepared: ctx.consumed += sum(_rows(b) for b in group) * ctx.world_size
-    ctx.step_tokens = tokens * ctx.world_size
+    ctx.step_tokens = int(tokens)                                            # every rank's input tokens
     ctx.tokens_seen += ctx.step_tokens
     if ctx.config.max_tokens is not None:     # the callbacks' last step is the one that reaches the budget
         ctx.total_steps = ctx.iteration if ctx.finished else max(ctx.total_steps, ctx.iteration + 1)
@@ -344,6 +344,7 @@ class TrainContextBuilder:
         self.plan_batches()           # the global batch and a token budget, checked and printed
         self.build_model()            # and what the parts add to it: adapters, a reference model
         self.build_data()
+        self.check_keep_best()        # once the data says whether the run validates
         self.build_optimizer()
         ctx = self.assemble()
         if self.resume_path is not None: ctx.load_checkpoint(self.resume_path)
@@ -405,6 +406,22 @@ def default_callbacks(self:TrainContextBuilder) -> list[Callback]:
         if c.tensorboard: cbs.append(TensorBoardLogger(Path(c.ckpt_dir) / 'tensorboard', c.log_interval))
         if c.wandb: cbs.append(WandbLogger(c.ckpt_dir, c.wandb_project, c.log_interval))
     return cbs
+
+# %% ../nbs/34_trainer.ipynb #3510edcd
+@patch
+def check_keep_best(self:TrainContextBuilder):
+    "Refuse a `--keep_best` metric of an evaluation the run never runs: validation, the task or the evaluators."
+    c, m = self.config, self.config.keep_best
+    if m is None or self.callbacks is not None: return             # given callbacks: their own evaluations
+    off = '--eval_interval is 0' if not c.eval_interval else None
+    if m.startswith('val_'):
+        why = ('--val_interval is 0' if not c.val_interval else 'it has no validation data' if self.val_loader is None else
+               f'--train_type {c.train_type} does not validate: its samples are its data' if self.strategy.on_policy else None)
+    elif m.startswith('eval/'): why = 'it has no --evaluators' if not getattr(c, 'evaluators', None) else off
+    elif m.startswith('eval_'): why = 'it has no --eval_task' if c.eval_task is None else off
+    else: return
+    if why: raise ValueError(f"--keep_best {m}: this run never evaluates it ({why}), so no checkpoint would be kept as the best; "
+                             "choose a metric the run evaluates, or drop --keep_best")
 
 # %% ../nbs/34_trainer.ipynb #0a1cdcc7
 @patch
@@ -700,6 +717,7 @@ def save_checkpoint(self:TrainContext, keep_last:int=3,
                     config=self.model_config.to_dict(), train_config=self.config.to_dict(), assets=self.tokenizer_files())
     path = ck.save(self.ckpt_dir)
     if best is not None and (b := Path(self.ckpt_dir) / f"step_{best['step']}").is_dir(): point_best(self.ckpt_dir, b)   # ckpt_dir/best
+    elif best is None and (link := Path(self.ckpt_dir) / BEST).is_symlink(): link.unlink()   # an earlier best this run does not keep
     prune_checkpoints(self.ckpt_dir, keep_last, keep={f"step_{best['step']}"} if best else ())
     return path
 
