@@ -22,8 +22,9 @@ from .tokenizer import TextTokenizer
 __all__ = ['STDLIB_EXCLUDE', 'MAX_LINE_BYTES', 'READ_BYTES', 'SHARD_DTYPES', 'PIECE_CHARS', 'WHOLE_CHARS', 'BATCH_CHARS',
            'builtin_corpus_root', 'read_text_file', 'builtin_corpus_files', 'builtin_documents', 'write_jsonl',
            'iter_jsonl', 'read_jsonl', 'input_format', 'read_documents', 'whole_documents', 'check_input_file',
-           'token_dtype', 'val_flags', 'split_documents', 'tail_start', 'pretoken_cuts', 'split_document',
-           'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents', 'write_token_shards']
+           'token_dtype', 'val_flags', 'split_documents', 'tail_start', 'split_by_documents', 'pretoken_cuts',
+           'split_document', 'document_pieces', 'encode_pieces', 'encode_documents', 'tokenize_documents',
+           'write_token_shards']
 
 # %% ../nbs/01a_corpus.ipynb #34c782d5
 STDLIB_EXCLUDE = ('test', 'tests', 'idle_test', '__pycache__', 'site-packages', 'dist-packages')  # left out
@@ -132,7 +133,7 @@ def iter_jsonl(path,               # a JSON-lines file
             except UnicodeDecodeError as e:
                 raise ValueError(f"{path}:{i}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
             if not line.strip(): continue
-            try: obj = json.loads(line)
+            try: obj = json.loads(line.rstrip('\r\n'))                 # the line break is not part of it: columns stay on the line
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{i}: invalid JSON ({e.msg} at column {e.colno})") from None
             if not isinstance(obj, dict):
@@ -404,15 +405,28 @@ def tail_start(text:str,            # the whole text of a corpus
     return _tail_start(lambda: [text], val_fraction)
 
 def _split_tail(chunks:Iterable[tuple[str, bool]], k:int) -> Iterator[tuple[str, bool]]:
-    "The one document of `chunks` as two: its first `k` characters, then the rest."
+    "The documents of `chunks`, the one that holds character `k` of their text end to end cut in two there (none cut if a document ends at `k`)."
     pos = 0
     for text, last in chunks:
         end = pos + len(text)
         if pos < k <= end:
             yield text[:k - pos], True
-            if text[k - pos:] or last: yield text[k - pos:], last
+            if text[k - pos:]: yield text[k - pos:], last
         else: yield text, last
         pos = end
+
+def _tail_flags(chunks:Iterable[tuple[str, bool]], k:int) -> Iterator[bool]:
+    "One flag per document of `chunks` (as `_split_tail` cuts them at `k`): True for those that begin at `k` or later, the tail."
+    pos, first = 0, True
+    for text, last in chunks:
+        if first: yield pos >= k
+        pos, first = pos + len(text), last
+
+def split_by_documents(n_docs:int,         # number of documents
+                       val_fraction:float, # the fraction to hold out
+                      ) -> bool:           # True: whole documents (`split_documents`); False: the tail of the text (`tail_start`)
+    "How `prepare_data` splits `n_docs` documents: by document when at least one is expected in validation, `n_docs * val_fraction >= 1`."
+    return n_docs * val_fraction >= 1
 
 # %% ../nbs/01a_corpus.ipynb #b3b8ae0a
 PIECE_CHARS = 2**16   # documents are encoded (and trained on) in pieces of at most this many characters

@@ -18,7 +18,8 @@ from .durable import make_ordinary, write_json, fsync_dir, swap_in, NoSpaceError
 from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 from .corpus import (SHARD_DTYPES, PIECE_CHARS, WHOLE_CHARS, BATCH_CHARS, builtin_corpus_files, iter_jsonl,
     input_format, read_documents, split_document, document_pieces, encode_pieces, token_dtype, val_flags,
-    write_token_shards, _check_exists, _utf8_problem, _utf8_len, _scan, _text_reads, _split_tail, _tail_start, _cuttable)
+    write_token_shards, _check_exists, _utf8_problem, _utf8_len, _scan, _split_tail, _tail_flags, _tail_start, _cuttable,
+    split_by_documents)
 # the names that `evaluate`, `server`, `cli` and some notebooks import from here, from before `01a_corpus` held them
 
 # %% auto #0
@@ -234,11 +235,11 @@ class PrepareConfig(Config):
     "The settings of a preparation (the `astrai_nb_prepare` flags)."
     out: str | None = None             # the data directory to write; a preparation there is replaced whole
     input: list[str] | None = None     # text, JSONL or parquet files; none given: the built-in corpus
-    builtin: bool = False              # prepare the built-in corpus: this Python's standard library
+    builtin: bool | None = None        # prepare the built-in corpus (this Python's standard library); None: if no input
     kind: str = 'pretrain'             # pretrain (token shards), or sft, dpo, grpo (checked JSONL rows)
     vocab_size: int | None = None      # ids of the tokenizer to train, 263 to 1048576; None: 4096
     tokenizer: str | None = None       # a tokenizer.json (or a prepared directory) to use, not train one
-    val_fraction: float = 0.01         # held out: this fraction of the documents, or of one text file's end
+    val_fraction: float = 0.01         # held out: this fraction of the documents; of the text's end, for fewer than 1/val_fraction
     seed: int = 0                      # seed of the train/validation split
     doc_separator: str | None = None   # split text files into documents at this string, e.g. '<|endoftext|>'
     num_proc: int | None = None        # unused: tokenizing streams on every core (kept so older commands run)
@@ -266,6 +267,8 @@ def _check_corpus(c:PrepareConfig, P:str):
     if c.kind != 'pretrain' and not c.input:
         raise ValueError(f"{P}.kind {c.kind!r} needs input JSONL files (e.g. sft.jsonl from "
                          "tasks.write_task_data); the built-in corpus is for pretraining")
+    if not c.input and c.builtin is False:
+        raise ValueError(f"nothing to prepare: no {P}.input, and {P}.builtin is off; give {P}.input files or {P}.builtin")
     if c.doc_separator is None: return
     if not c.doc_separator:
         raise ValueError(f"{P}.doc_separator must be a non-empty string (or None: one document a file)")
@@ -297,6 +300,9 @@ def validate(self:PrepareConfig):
     if self.dtype is not None and self.dtype not in SHARD_DTYPES:
         raise ValueError(f"{P}.dtype must be one of {SHARD_DTYPES} (or None: the smallest that holds "
                          f"the ids), got {self.dtype!r}")
+    if self.dtype is not None and self.vocab_size is not None and self.vocab_size - 1 > np.iinfo(self.dtype).max:
+        raise ValueError(f"{P}.vocab_size {self.vocab_size} does not fit in {P}.dtype {self.dtype}: ids go up to "
+                         f"{self.vocab_size - 1}; use {P}.dtype uint32, or leave {P}.dtype out (the smallest that holds the ids)")
     if not self.text_key: raise ValueError(f"{P}.text_key must name a JSONL field or parquet column")
     _check_corpus(self, P)
     return self
@@ -414,9 +420,11 @@ def _train_tokenizer(texts:Iterable[str], n:int, c:PrepareConfig, unit:str) -> T
         return train_tokenizer(pieces(), vocab_size=c.vocab_size or 4096)
 
 def _given_tokenizer(c:PrepareConfig) -> TextTokenizer|None:
-    "The tokenizer given, or None to train one; either way the shards' dtype is checked first."
+    "The tokenizer given, or None to train one; a given one's ids are checked against the shards' `dtype` first."
     tok = None if c.tokenizer is None else TextTokenizer.load(c.tokenizer)
-    token_dtype((c.vocab_size or 4096) if tok is None else tok.vocab_size, c.dtype)
+    if tok is not None and c.dtype is not None and tok.vocab_size - 1 > np.iinfo(c.dtype).max:
+        raise ValueError(f"the tokenizer {c.tokenizer} has {tok.vocab_size:,} ids, more than --dtype {c.dtype} holds "
+                         f"(ids up to {np.iinfo(c.dtype).max:,}); use --dtype uint32, or leave --dtype out")
     return tok
 
 # %% ../nbs/02_prepare.ipynb #392192ed
@@ -470,15 +478,14 @@ def _prepare_pretrain(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     tok = _given_tokenizer(c)
     scans = _scan_inputs(files, c)
     total = sum(s['bytes'] for s in scans)
-    if c.input and len(files) == 1 and input_format(files[0]) == 'text' and not c.doc_separator:
-        k = _tail_start(lambda: _text_reads(files[0]), c.val_fraction)    # one text file: its tail is validation
-        split, n_docs, flags = 'tail', 2, lambda: iter([False, True])
-        documents = lambda: _split_tail(read_documents(files), k)
-    else:
-        split, n_docs = 'documents', sum(s['documents'] for s in scans)
-        val_flags(n_docs, c.val_fraction, c.seed)                            # checked now, before the long steps
+    n_docs, whole = sum(s['documents'] for s in scans), lambda: read_documents(files, c.text_key, c.doc_separator)
+    if split_by_documents(n_docs, c.val_fraction):
+        split, documents = 'documents', whole
         flags = lambda: itertools.chain.from_iterable(val_flags(n_docs, c.val_fraction, c.seed))
-        documents = lambda: read_documents(files, c.text_key, c.doc_separator)
+    else:                                                   # too few documents (one text file): the tail of their text
+        k = _tail_start(lambda: (text for text, _ in whole()), c.val_fraction)
+        split, documents = 'tail', lambda: _split_tail(whole(), k)
+        flags = lambda: _tail_flags(documents(), k)
     t.append(time.perf_counter())
     if tok is None:
         with tqdm(total=total, desc='training tokenizer', unit='B', unit_scale=True, disable=not c.progress) as bar:
@@ -495,7 +502,7 @@ def _prepare_pretrain(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     t.append(time.perf_counter())
     meta = {**_meta_head(c.kind, tok, splits), 'dtype': dt.name,
             'splits': splits, 'tokens': splits['train']['tokens'] + splits['val']['tokens'],
-            'documents': n_docs, 'text_bytes': total,
+            'documents': splits['train']['documents'] + splits['val']['documents'], 'text_bytes': total,
             'corpus': 'files' if c.input else 'builtin',
             'python': None if c.input else sys.version.split()[0],
             'sources': _sources(files), 'skipped': [str(f) for f in skipped], 'val_fraction': c.val_fraction,

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Mapping, NamedTuple, Sequence
 from fastcore.basics import store_attr, ifnone, patch
 from .corpus import (read_jsonl, write_jsonl, builtin_corpus_files, builtin_corpus_root, split_documents,
-                              read_text_file, input_format)
+                              read_text_file, input_format, split_by_documents)
 
 # %% auto #0
 __all__ = ['OPS', 'MISTAKES', 'JSONL_KEYS', 'SFT_STYLES', 'Problem', 'ArithmeticTask', 'first_int', 'score', 'digit_score',
@@ -348,6 +348,9 @@ def heldout_files(files:Sequence|None=None,  # the text files `prepare_data` rea
                  ) -> list[Path]:
     "The files that `prepare_data` holds out for validation when it prepares `files` with `val_fraction` and `seed`."
     files = builtin_corpus_files() if files is None else [Path(f) for f in files]
+    if not split_by_documents(len(files), val_fraction):
+        raise ValueError(f"prepare_data holds out no whole file of {len(files)} with val_fraction={val_fraction}, but the tail of "
+                         f"their text: fewer than one file is expected in validation ({len(files)} x {val_fraction} < 1)")
     return [f for f, v in zip(files, split_documents(len(files), val_fraction, seed)) if v]
 
 # %% ../nbs/04_tasks.ipynb #57f1e5b7
