@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
-from .durable import current_umask
+from .durable import current_umask, fsync_file, fsync_dir, swap_in
 from .strategy import check_language_model
 from .checkpoint import (META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints,
                                   weight_reader)
@@ -224,17 +224,15 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
         if generation: (tmp/'generation_config.json').write_text(json.dumps(generation, indent=2) + '\n')
         if tokenizer is not None: tokenizer.save(tmp, model_max_length=model.cfg.max_seq_len)
         mask = current_umask()                                              # mkdtemp makes the directory private (0700) and
-        for f in tmp.iterdir(): os.chmod(f, 0o666 & ~mask)                  # safetensors its file (0600): ordinary ones, as
+        for f in tmp.iterdir(): os.chmod(f, 0o666 & ~mask); fsync_file(f)   # safetensors its file (0600): ordinary ones, as
         os.chmod(tmp, 0o777 & ~mask)                                        # the user's umask says (0644 and 0755 under 022)
-        if out_dir.exists():                                                # empty, or overwrite: move the old one aside
-            old = Path(tempfile.mkdtemp(prefix=f'.{out_dir.name}.old-', dir=out_dir.parent))
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old)
-        else: os.replace(tmp, out_dir)
+        fsync_dir(tmp)                                                      # every file on disk before the rename shows it
+        old = swap_in(tmp, out_dir)         # one atomic exchange with an earlier export (or two renames that put it back on failure)
+        fsync_dir(out_dir.parent)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)                              # after an exchange: the old export
         raise
+    if old is not None: shutil.rmtree(old, ignore_errors=True)
     return out_dir
 
 # %% ../nbs/41_hf.ipynb #d096a9ac
@@ -481,7 +479,7 @@ ExportConfig.choices = {'dtype': ('float32', 'bfloat16', 'float16')}
 
 # %% ../nbs/41_hf.ipynb #db4db5d7
 def export_lora(param_path,                   # a LoRA checkpoint step directory
-                out,                          # the directory to write: absent or empty
+                out,                          # the directory to write: absent or empty (--merge: or an earlier export, replaced)
                 merge:bool=False,             # write the merged weights as one Hugging Face directory
                 peft:bool=False,              # write out/base (Hugging Face) and out/adapter (peft's format)
                 dtype:str|None=None,          # dtype of the written weights ('bfloat16', ...); None: as stored
@@ -496,14 +494,15 @@ def export_lora(param_path,                   # a LoRA checkpoint step directory
     if merge == peft: raise ValueError(f"{param_path} is a LoRA checkpoint: it holds only adapters over the base "
                                        f"{describe_base(info['base'])}; pass --merge (merged weights, one Hugging Face directory) "
                                        "or --peft (the base and the adapters in peft's format), one of them")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if merge: replace = _replaceable(out)                               # as export_checkpoint: an earlier export is replaced
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise FileExistsError(f"out {out} exists and is not empty: choose a new directory, or empty this one first")
     lora, ck = load_lora_model(param_path)
     tok = _tokenizer(param_path, ck, tokenizer)
     dt = getattr(torch, dtype) if dtype else None
     source = {'checkpoint': param_path.name, 'iteration': ck.iteration, 'tokenizer_hash': tok.hash,
               'lora': 'merged' if merge else 'base'}
-    if merge: return export_hf(plain_model(lora), out, dt, tokenizer=tok, overwrite=True, source=source)
+    if merge: return export_hf(plain_model(lora), out, dt, tokenizer=tok, overwrite=replace, source=source)
     export_hf(plain_model(lora, merged=False), out / 'base', dt, tokenizer=tok, source=source)
     export_peft(lora, info, out / 'adapter', out / 'base', dt)
     return out

@@ -20,8 +20,9 @@ from .model import Transformer
 from fastcore.basics import patch
 from .strategy import REWARD_HEAD, GRPOStrategy, add_reward_head, sequence_rewards, _inner
 from .tokenizer import TextTokenizer
-from .checkpoint import Checkpoint
-from .lora import checkpoint_state_dict
+from .checkpoint import check_checkpoint
+from .lora import checkpoint_state_dict, lora_meta
+from .hf import load_checkpoint_weights
 
 # %% auto #0
 __all__ = ['sample_seed', 'Rollout', 'rollout', 'rollout_batch', 'resolve_scorer', 'takes_tokens', 'score_rollout',
@@ -147,8 +148,11 @@ class RewardModelScorer:
         where = f"reward 'rm:{path}'"
         if not (path / 'meta.json').exists():
             raise ValueError(f"{where}: {path} is not a checkpoint step directory: pass <ckpt_dir>/step_N of a --train_type rm run")
-        ck = Checkpoint.load(path)
-        if REWARD_HEAD not in ck.state_dict:
+        # the weights, read once: a LoRA reward model's base with the adapters merged; else the file, after every file's SHA-256
+        # is checked (not `Checkpoint.load`, which would also unpickle the optimizer state, of no use here)
+        if lora_meta(path) is not None: sd = checkpoint_state_dict(path)
+        else: check_checkpoint(path); sd = load_checkpoint_weights(path)
+        if REWARD_HEAD not in sd:
             raise ValueError(f"{where}: {path} is a language model, not a reward model (its weights have no {REWARD_HEAD}): "
                              "train one with --train_type rm on preference pairs (--kind dpo data)")
         self.tokenizer = TextTokenizer.load(path)
@@ -157,8 +161,8 @@ class RewardModelScorer:
                              f"(sha256 {tokenizer.hash[:12]}…): it would read the policy's token ids as other tokens; train the reward "
                              "model on data prepared with the policy's tokenizer (astrai_nb_prepare --tokenizer DIR)")
         self.device = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
-        model = add_reward_head(Transformer(ModelConfig.from_dict(ck.config)))
-        model.load_state_dict(checkpoint_state_dict(path))               # a LoRA reward model: its base with the adapters merged
+        model = add_reward_head(Transformer(ModelConfig.load(path / 'config.json')))
+        model.load_state_dict(sd)
         self.model = model.to(self.device).eval().requires_grad_(False)
         self.stop_ids = {self.tokenizer.end_id, self.tokenizer.eos_id}
 

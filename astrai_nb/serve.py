@@ -4,7 +4,7 @@
 
 # %% ../nbs/42a_serve.ipynb #23d91776
 from __future__ import annotations
-import json, re, sys
+import json, os, re, sys
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -60,6 +60,15 @@ def load_for_generation(path,                        # a checkpoint step directo
     return (*load_pretrained(path, dtype, device, tokenizer), device)
 
 # %% ../nbs/42a_serve.ipynb #04a2bdd2
+def _started_from(path, tc:dict) -> Path:
+    "The `param_path` in checkpoint `path`'s train config, as its run read it: a relative one from that run's working directory, the checkpoint's folder less the `ckpt_dir` it was given."
+    base, given = Path(tc['param_path']), Path(os.path.normpath(str(tc.get('ckpt_dir') or '.')))
+    if base.is_absolute() or given.is_absolute() or '..' in given.parts: return base      # no working directory to tell
+    run, n = Path(os.path.abspath(path)).parent, len(given.parts)                        # run: <working directory>/<ckpt_dir>
+    if n and run.parts[-n:] != given.parts: return base                                  # the checkpoint was moved
+    there = (run.parents[n - 1] if n else run) / base
+    return there if there.exists() else base
+
 def chat_tuned(path,            # a checkpoint step directory or a Hugging Face directory
                depth:int=8      # how many param_path links to follow back
               ) -> bool|None:
@@ -70,7 +79,7 @@ def chat_tuned(path,            # a checkpoint step directory or a Hugging Face 
     if strategy is None: return None
     if strategy.data_kind != 'pretrain': return True
     if (base := tc.get('param_path')) is None: return False
-    return chat_tuned(base, depth - 1) if depth > 0 else None
+    return chat_tuned(_started_from(path, tc), depth - 1) if depth > 0 else None
 
 # %% ../nbs/42a_serve.ipynb #4725b789
 @dataclass
