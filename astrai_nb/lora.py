@@ -385,6 +385,9 @@ class LoRAPart(RunPart):
                              + (f"with LoRA (--lora_rank {saved['rank']}), this run trains every weight: resume with --lora_rank {saved['rank']}"
                                 if saved else f"that trained every weight, this run trains LoRA adapters: leave out --lora_rank, or start "
                                 f"a LoRA run from its weights with --param_path {path}"))
+        if saved and saved['base']['source'] != 'init' and config.param_path is None:   # the base is read again: name it
+            raise ValueError(f"cannot resume from {path}: its adapters were trained over the base weights {saved['base']['path']}, which "
+                             f"a resume reads again, and this run has no --param_path: pass --param_path {saved['base']['path']}")
 
     def check(self, b):
         "Refuse a rank the model cannot take, and LoRA over the random initialisation for pretraining (a warning for the other train types)."

@@ -17,6 +17,7 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
 from fastcore.basics import patch
 from .config import ModelConfig, TrainConfig, DataMix, PRESETS
+from .tokenizer import TextTokenizer
 from .model import Transformer, num_params, available_memory
 from .optim import build_optimizer, place_optimizer_state
 from .schedule import SchedulerFactory
@@ -25,7 +26,8 @@ from .prepare import DATA_KINDS
 from .strategy import Strategy, StrategyFactory, REWARD_HEAD, check_language_model
 from .parallel import Executor, ExecutorFactory, Terminated, deferred_stop, signal_name, dist_env, threads_per_rank, torchrun_job
 from .checkpoint import (META, Checkpoint, CheckpointError, latest_checkpoint, check_checkpoint, prune_checkpoints,
-                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best, BEST)
+                                  list_checkpoints, existing_checkpoints, read_weights, RunLock, check_fits, TOKENIZER_FIELDS, point_best, BEST,
+                                  _trained_with)
 from .callbacks import (Callback, CancelStep, CancelTrain, NonFiniteError, run_callbacks, GradientCheckpointing,
                                  GradientClipping, Throughput, Validation, TaskEval, MetricLogger, TensorBoardLogger, ProgressBar, CheckpointSaver,
                                  RewardFailures, SourceTokens, Evaluators, WandbLogger)
@@ -356,13 +358,13 @@ def _resume_path(self:TrainContextBuilder) -> Path|None:
     c = self.config
     job, restart = torchrun_job()
     if restart and job and self.resume != 'auto' and (p := latest_checkpoint(c.ckpt_dir)) and check_checkpoint(p, hashes=False).get('job') == job:
-        print(f"restart {restart} of torchrun job {job}: it goes on from its newest checkpoint")
+        if self.rank == 0: print(f"restart {restart} of torchrun job {job}: it goes on from its newest checkpoint")
         self.resume = 'auto'
     if self.resume is None: return None
     if self.resume == 'auto':
         path = latest_checkpoint(c.ckpt_dir)
-        if path is None: print(f"no complete checkpoint in {c.ckpt_dir}: starting from scratch")
-        else: print(f"resuming from {path}")
+        if self.rank == 0:                       # one line for the run, not one per rank
+            print(f"no complete checkpoint in {c.ckpt_dir}: starting from scratch" if path is None else f"resuming from {path}", flush=True)
         return path
     path = Path(self.resume)
     check_checkpoint(path)                       # an explicit checkpoint must be whole: CheckpointError otherwise
@@ -370,11 +372,21 @@ def _resume_path(self:TrainContextBuilder) -> Path|None:
 
 @patch
 def _model_config(self:TrainContextBuilder, vocab_size:int|None) -> ModelConfig:
-    "The model's config: the given model's, a JSON file's, the initial weights', or the preset sized to the data's vocabulary."
+    "The model's config: the given model's, a JSON file's, the initial checkpoint's, or the preset sized to the data's vocabulary."
     c = self.config
     if self.model is not None: cfg = self.model.cfg
     elif c.model_config is not None: cfg = ModelConfig.load(c.model_config)
-    elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists(): cfg = ModelConfig.load(Path(c.param_path) / 'config.json')
+    elif c.param_path is not None and (p := Path(c.param_path)).is_dir() and (p / META).exists():
+        cfg = ModelConfig.load(p / 'config.json')
+        if cfg != ModelConfig.from_preset(c.model, vocab_size=cfg.vocab_size):     # --model names another model than the weights'
+            if c.model != TrainConfig.model:         # not the default: the user named it
+                raise ValueError(f"--model {c.model} is not the model of --param_path {p} ({_trained_with(p)}): its weights "
+                                 "decide the model's shape; leave out --model")
+            if self.rank == 0: print(f"model: the one of --param_path {p} ({_trained_with(p)})", flush=True)
+    elif c.param_path is not None and (Path(c.param_path) / 'config.json').exists():   # a Hugging Face directory: its config.json is 41_hf's to read
+        raise ValueError(f"--param_path {c.param_path} is a Hugging Face model directory, whose config.json the trainer does not read: give its "
+                         "model with --model_config (a ModelConfig JSON: astrai_nb.hf's config_from_hf(json.load(open(CONFIG))).save(FILE)), "
+                         "or start from the checkpoint step directory it was exported from")
     else:
         cfg = ModelConfig.from_preset(c.model, **({'vocab_size': vocab_size} if vocab_size else {}))
         preset = PRESETS[c.model]['vocab_size']
@@ -506,6 +518,8 @@ def check_memory(cfg:ModelConfig, device:torch.device,
 def resolve(self:TrainContextBuilder):
     "The checkpoint to resume, the data's identity and the model config, checked before anything is allocated or written."
     c = self.config
+    if Path(c.ckpt_dir).exists() and not Path(c.ckpt_dir).is_dir():
+        raise ValueError(f"--ckpt_dir {c.ckpt_dir} is a file, not a directory: choose another --ckpt_dir")
     self.resume_path = self._resume_path()
     if c.param_path is not None: check_param_path(c.param_path, needed=self.resume_path is None or self.partial_checkpoints)
     from astrai_nb.batches import run_data_info   # here, not at the top: a context built on given datasets never reads a directory
@@ -519,6 +533,10 @@ def resolve(self:TrainContextBuilder):
     if self.resume_path is not None: check_fits(self.resume_path, self.model_config, self.data)
     elif c.param_path is not None and (Path(c.param_path) / 'meta.json').exists():
         check_fits(c.param_path, None, self.data, TOKENIZER_FIELDS, 'cannot start from --param_path')
+    elif c.param_path is not None and self.data is not None and (Path(c.param_path) / 'tokenizer.json').exists():   # Hugging Face
+        h, want = TextTokenizer.load(c.param_path).hash, self.data['tokenizer_hash']
+        if h != want: raise ValueError(f"cannot start from --param_path {c.param_path}: its tokenizer.json (hash {h[:12]}…) is not the "
+                                       f"data's (hash {want[:12]}…): prepare the data with --tokenizer {c.param_path}/tokenizer.json")
     cores = threads_per_rank(1)
     if c.num_workers > cores:
         raise ValueError(f"num_workers={c.num_workers} is more than the {cores} cores this process may use; "
@@ -766,6 +784,11 @@ def load_checkpoint(self:TrainContext, path):
         if type(cb).__name__ in st['callbacks']: cb.load_state_dict(st['callbacks'][type(cb).__name__])
     set_rng_state(st['rng'])
     self.resumed, self.resumed_from = True, Path(path)
+    if self.finished and self.rank == 0:     # a run that is over: say so, rather than a silent 'done'
+        c = self.config
+        end = (f"--max_tokens {c.max_tokens:,} ({self.tokens_seen:,} tokens seen)" if c.max_tokens is not None else
+               f"--max_steps {c.max_steps}" if c.max_steps is not None else f"its {self.total_steps} steps (--n_epoch {c.n_epoch})")
+        print(f"resume: {path} is already at step {self.iteration}, at or past {end}: nothing to train; raise it to train on", flush=True)
 
 # %% ../nbs/34_trainer.ipynb #aca8faa7
 # besides the step_* checkpoints, what a run writes into its ckpt_dir
