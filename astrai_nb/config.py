@@ -372,7 +372,7 @@ class ModelSettings(Settings):
     title = 'model'
     model: str = 'small'                  # model preset, one of PRESETS
     model_config: str | None = None       # a ModelConfig JSON file; overrides `model`
-    param_path: str | None = None         # initial weights: a checkpoint step directory or a Hugging Face directory
+    param_path: str | None = None         # initial weights: a checkpoint step directory, or a Hugging Face directory with --model_config
 
     @classmethod
     def validate(cls, run):
