@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch import Tensor
-from fastcore.script import call_parse, store_true
+from fastcore.script import Param, store_true
 from .config import ModelConfig
 from .model import Transformer, flops_per_token, measure_peak_flops, num_params, synchronize
 from .tokenizer import train_tokenizer
@@ -197,6 +197,7 @@ def benchmark(cfg:ModelConfig,          # the model shape (`max_seq_len` is rais
     if device == 'cuda' and not torch.cuda.is_available():
         raise ValueError("device='cuda' but no CUDA device is available; use device='cpu'")
     _dtype(dtype)
+    if steps < 1 or warmup < 0: raise ValueError(f"steps must be at least 1 and warmup at least 0, got steps={steps}, warmup={warmup}")
     if cfg.max_seq_len < seq_len: cfg = ModelConfig.from_dict({**cfg.to_dict(), 'max_seq_len': seq_len})
     twin = ModelConfig.from_dict({**cfg.to_dict(), 'n_kv_heads': cfg.n_heads}) if mha and cfg.n_kv_heads < cfg.n_heads else None
     old_threads = torch.get_num_threads()
@@ -304,7 +305,6 @@ def op_breakdown(step:Callable,     # a step function, e.g. from `train_step`
     return {g: t / total for g, t in shares.items()}
 
 # %% ../nbs/41a_bench.ipynb #190912b1
-@call_parse
 def main(dim:int=288,            # width of the residual stream
          n_layers:int=6,         # decoder blocks
          n_heads:int=6,          # query heads
@@ -315,9 +315,9 @@ def main(dim:int=288,            # width of the residual stream
          threads:int=2,          # CPU threads (0: PyTorch's default)
          steps:int=10,           # timed steps of each model
          warmup:int=2,           # untimed steps of each model first
-         dtype:str='fp32',       # fp32, or bf16 autocast
+         dtype:Param('fp32, or bf16 autocast', str, choices=['fp32', 'bf16'])='fp32',
          compile:store_true=False, # also time both models under torch.compile
-         device:str='cpu',       # cpu or cuda
+         device:Param('cpu or cuda', str, choices=['cpu', 'cuda'])='cpu',
          peak_n:int=2048,        # size of the matmul that measures the peak
          max_foreign:float=0.25, # run a round again when other processes used more CPU cores than this (negative: never)
          no_mha:store_true=False # a grouped-query config: do not also time its multi-head twin (n_kv_heads = n_heads)
