@@ -82,11 +82,9 @@ def builtin_corpus_files(root=None,               # a folder to take *.py files 
         f = root/rel
         if any(part in STDLIB_EXCLUDE for part in rel.parts[:-1]) or rel.name.startswith('test_'): continue
         if not f.is_file(): continue
-        data = f.read_bytes()
-        if not data.strip(): continue                      # empty, or only whitespace: no document
-        try: data.decode('utf-8')
-        except UnicodeDecodeError:
-            if skipped is not None: skipped.append(f)
+        try: read_text_file(f)
+        except ValueError:                                 # blank (no document), or not UTF-8 (noted)
+            if skipped is not None and f.read_bytes().strip(): skipped.append(f)
             continue
         files.append(f)
     return files

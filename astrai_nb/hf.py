@@ -325,8 +325,7 @@ def _build_model(cfg:ModelConfig,           # the model's shape
     model.load_state_dict(sd, assign=True)
     if cfg.tie_embeddings: model.output.weight = model.tok_embeddings.weight
     model.init_rope()                                                     # the tables are not saved: real ones, so the model can move
-    model.to(device=device, dtype=dtype)
-    model.init_rope()                                                     # fp32 tables, on the weights' device
+    model.to(device=device, dtype=dtype)                                  # the tables stay fp32 (`Transformer._apply`)
     left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
     if left: raise RuntimeError(f"{left} left unset: Transformer has state that this loader does not fill; update astrai_nb.hf")
     return model.eval()
