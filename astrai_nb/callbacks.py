@@ -21,9 +21,9 @@ from .evaluate import evaluate_loss, load_task_rows, task_accuracy, is_mc_task, 
 # %% auto #0
 __all__ = ['EVENTS', 'METRIC_NAMES', 'CE_NAMES', 'PER_DEVICE', 'BAR_FORMAT', 'CancelStep', 'CancelTrain', 'NonFiniteError',
            'Callback', 'run_callbacks', 'GradientCheckpointing', 'enable_gradient_checkpointing', 'GradientClipping',
-           'Throughput', 'StepClock', 'Validation', 'loop_tokenizer', 'TaskEval', 'Evaluators', 'MetricLogger',
-           'read_metrics', 'plot_metrics', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger', 'WandbLogger',
-           'ProgressBar', 'higher_is_better', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
+           'cpu_peak', 'Throughput', 'StepClock', 'Validation', 'loop_tokenizer', 'TaskEval', 'Evaluators',
+           'MetricLogger', 'read_metrics', 'plot_metrics', 'ce_key', 'tensorboard_scalars', 'TensorBoardLogger',
+           'WandbLogger', 'ProgressBar', 'higher_is_better', 'CheckpointSaver', 'SourceTokens', 'RewardFailures']
 
 # %% ../nbs/30_callbacks.ipynb #5c13117c
 EVENTS = ('on_train_begin', 'on_epoch_begin', 'on_batch_begin', 'on_batch_end', 'on_optimizer_step',
@@ -91,6 +91,12 @@ class GradientClipping(Callback):
         ctx.metrics.update(grad_norm=norm, clipped=float(limit > 0 and norm > limit), max_grad_norm=limit)
 
 # %% ../nbs/30_callbacks.ipynb #9b92c484
+def cpu_peak(dtype:torch.dtype) -> float:
+    "A CPU's peak for a run in `dtype`: the faster of float32 and `dtype`, since half types can be far slower there (fp16 is emulated)."
+    peak = measure_peak_flops(2048, 3, 'cpu', torch.float32)
+    if dtype == torch.float32: return peak
+    return max(peak, measure_peak_flops(512, 3, 'cpu', dtype))          # 512: an fp16 product of 2048 would take seconds
+
 class Throughput(Callback):
     "Log `tokens_per_sec` (all ranks), `batches_per_sec` (optimizer steps) and `mfu` of every step, against a measured matmul peak."
     order = 10
@@ -99,9 +105,8 @@ class Throughput(Callback):
     def on_train_begin(self, ctx):
         if self.peak is None:
             with torch.random.fork_rng(devices=[ctx.device] if ctx.device.type == 'cuda' else []):
-                # CPU fp16 is slow
-                n = 8192 if ctx.device.type == 'cuda' else 2048 if ctx.compute_dtype == torch.float32 else 512
-                self.peak = measure_peak_flops(n, 3, ctx.device, ctx.compute_dtype) * ctx.world_size
+                self.peak = cpu_peak(ctx.compute_dtype) if ctx.device.type == 'cpu' else measure_peak_flops(8192, 3, ctx.device, ctx.compute_dtype)
+            self.peak *= ctx.world_size
         self.flops_per_token = flops_per_token(ctx.model_config, ctx.window_size)
         if self.clock not in ctx.callbacks: ctx.callbacks.append(self.clock)     # restarts the clock after each step's last callback
         self.t = time.perf_counter()

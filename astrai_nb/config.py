@@ -377,7 +377,7 @@ class ModelSettings(Settings):
     @classmethod
     def validate(cls, run):
         if run.model not in PRESETS and run.model_config is None:
-            raise ValueError(f"TrainConfig.model={run.model!r} is not a preset; choose one of {sorted(PRESETS)} or pass model_config")
+            raise ValueError(f"TrainConfig.model={run.model!r} is not a preset; choose one of {sorted(PRESETS)} or pass TrainConfig.model_config (a ModelConfig JSON file)")
 
 # %% ../nbs/00_config.ipynb #a1c3e5f7
 @TrainConfig.add_section
@@ -411,10 +411,10 @@ class ScheduleSettings(Settings):
         for name in ('min_rate', 'warmup_ratio', 'decay_ratio'):
             if not 0 <= getattr(run, name) <= 1: raise ValueError(f"TrainConfig.{name} must be in [0, 1], got {getattr(run, name)}")
         if run.max_steps is not None and run.max_tokens is not None:
-            raise ValueError("TrainConfig.max_steps and max_tokens both set the length of the run: pass one "
+            raise ValueError("TrainConfig.max_steps and TrainConfig.max_tokens both set the length of the run: pass one "
                              "(--max_steps N optimizer steps, or --max_tokens N input tokens)")
         if run.global_batch_size is not None and run.global_batch_tokens is not None:
-            raise ValueError("TrainConfig.global_batch_size and global_batch_tokens both set the global batch: pass one "
+            raise ValueError("TrainConfig.global_batch_size and TrainConfig.global_batch_tokens both set the global batch: pass one "
                              "(--global_batch_size N sequences, or --global_batch_tokens N tokens)")
 
 # %% ../nbs/00_config.ipynb #a1c3e5f8

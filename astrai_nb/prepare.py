@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_prepare.ipynb #6c79b4ff
 from __future__ import annotations
-import hashlib, itertools, json, os, re
+import hashlib, itertools, json, math, os, re
 import shutil, socket, sys, tempfile, time, warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -23,10 +23,10 @@ from .corpus import (SHARD_DTYPES, PIECE_CHARS, WHOLE_CHARS, BATCH_CHARS, builti
 # the names that `evaluate`, `server`, `cli` and some notebooks import from here, from before `01a_corpus` held them
 
 # %% auto #0
-__all__ = ['DATA_KINDS', 'POST_KINDS', 'KINDS', 'DATA_FORMAT', 'DATA_VERSION', 'TOKENIZER_FILES', 'DATA_FILES', 'OUT_FILES',
-           'SAMPLE_WORD_CHARS', 'sft_messages', 'dpo_messages', 'prompt_messages', 'DataKind', 'register_kind',
-           'data_kind', 'read_post_rows', 'PrepareConfig', 'prepare_data', 'tokenizer_sample', 'data_hash',
-           'check_prepared']
+__all__ = ['DATA_KINDS', 'POST_KINDS', 'KINDS', 'DATA_FORMAT', 'DATA_VERSION', 'TOKENIZER_FILES', 'DATA_FILES', 'DERIVED_FILES',
+           'OUT_FILES', 'SAMPLE_WORD_CHARS', 'sft_messages', 'dpo_messages', 'prompt_messages', 'DataKind',
+           'register_kind', 'data_kind', 'read_post_rows', 'PrepareConfig', 'prepare_data', 'tokenizer_sample',
+           'data_hash', 'check_prepared']
 
 # %% ../nbs/02_prepare.ipynb #7b039788
 _ROLES = ('system', 'user', 'assistant')
@@ -165,7 +165,8 @@ def read_post_rows(path,        # a JSON-lines file
 DATA_FORMAT, DATA_VERSION = 'astrai_nb.data', 1
 TOKENIZER_FILES = ('tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json')
 DATA_FILES = ('train.bin', 'val.bin', 'train.jsonl', 'val.jsonl')   # every data file any kind writes
-OUT_FILES = ('meta.json', *TOKENIZER_FILES, *DATA_FILES)            # everything a data directory may hold
+DERIVED_FILES = ('tasks',)  # what astrai_nb_train adds beside the built-in corpus: its evaluators' tasks, made from the data (`50_cli`)
+OUT_FILES = ('meta.json', *TOKENIZER_FILES, *DATA_FILES, *DERIVED_FILES)   # everything a data directory may hold
 
 def _is_prepared(d:Path) -> bool:
     "Whether `d` holds a meta.json of astrai_nb_prepare (whatever else is wrong: `check_prepared` tells)."
@@ -529,6 +530,12 @@ def _write_post_splits(staging:Path, rows:Iterable[Mapping], is_val:Iterable[boo
     for n, s in splits.items(): s['sha256'] = hashes[n].hexdigest()
     return {n: {k: s[k] for k in ('file', 'sha256', 'examples', 'tokens', 'max_tokens')} for n, s in splits.items()}
 
+def _few_rows(n_rows:int, held:int, f:float):
+    "Warn that rows, which are not cut, hold out more than the fraction asked (at least one row, for validation)."
+    warnings.warn(f"{n_rows} rows at val_fraction {f} would hold out less than one row: {held} of them ({held / n_rows:.0%}) "
+                  f"{'are' if held > 1 else 'is'} held out for validation, since rows are not cut; "
+                  f"with {math.ceil(1 / f)} rows or more the share held out is the one asked")
+
 def _prepare_post(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     "Post-training: rows -> tokenizer -> train.jsonl/val.jsonl in `staging`, streamed; the meta and the seconds taken."
     t, files = [time.perf_counter()], [Path(f) for f in c.input]
@@ -542,6 +549,7 @@ def _prepare_post(staging:Path, c:PrepareConfig) -> tuple[dict, dict]:
     t.append(time.perf_counter())
     flags = itertools.chain.from_iterable(val_flags(n_rows, c.val_fraction, c.seed))
     splits = _write_post_splits(staging, rows(), flags, c.kind, tok)
+    if n_rows * c.val_fraction < 1: _few_rows(n_rows, splits['val']['examples'], c.val_fraction)
     t.append(time.perf_counter())
     tok.save(staging)
     t.append(time.perf_counter())
