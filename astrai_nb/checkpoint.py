@@ -287,7 +287,8 @@ def _load_extra(path:Path, name:str, map_location):
 def load(cls:Checkpoint,
          path,                           # a step_<iteration> directory
          map_location='cpu',             # where the `extra` tensors go
-         hashes:bool=True                # verify SHA-256 of every file first
+         hashes:bool=True,               # verify SHA-256 of every file first
+         extra:bool=True                 # read the extra state (optimizer, trainer state); False: the weights and metadata only
         ) -> Checkpoint:
     "Read a checkpoint written by `save`, after checking it is complete; never unpickles arbitrary objects."
     path = Path(path)
@@ -298,7 +299,7 @@ def load(cls:Checkpoint,
         for alias, name in aliases.items(): state_dict[alias] = state_dict[name]
     except (SafetensorError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"checkpoint {path}: {WEIGHTS} cannot be read ({_reason(e)})") from None
-    extra = {name: _load_extra(path, name, map_location) for name in meta['extra']}
+    extra = {name: _load_extra(path, name, map_location) for name in meta['extra']} if extra else {}
     read = lambda n: json.loads((path / n).read_text()) if (path / n).exists() else None
     assets = {name: (path / name).read_bytes() for name in meta.get('assets', []) if name in meta['files']}
     known = {'format_version', 'epoch', 'iteration', 'timestamp', 'files', 'extra', 'assets'}
@@ -383,7 +384,7 @@ def weight_reader(what:str,              # the kind of directory, for messages: 
 @weight_reader('a checkpoint', lambda path: (path / META).exists())
 def checkpoint_weights(path) -> dict[str, Tensor]:
     "The weights a checkpoint step directory holds, checked; a LoRA checkpoint (adapters only) is refused: its reader is `35_lora`'s."
-    ck = Checkpoint.load(path)
+    ck = Checkpoint.load(path, extra=False)                      # the optimizer's moments are not unpickled for the weights
     if 'lora' in ck.meta:
         raise ValueError(f"{path} is a LoRA checkpoint: its weights are its base with the adapters merged in, which astrai_nb.lora "
                          "reads (import it; the astrai_nb_* scripts do)")

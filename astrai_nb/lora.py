@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 from dataclasses import dataclass
 from .config import ModelConfig, TrainConfig, Settings
 from .model import Transformer
-from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, weights_sha256, weight_reader
+from .checkpoint import META, Checkpoint, CheckpointError, check_checkpoint, list_checkpoints, weights_sha256, weight_reader
 from .strategy import REWARD_HEAD, add_reward_head, check_language_model
 from .tokenizer import TextTokenizer
 from .durable import make_ordinary
@@ -25,9 +25,9 @@ from .trainer import RunPart, run_part, load_initial_weights, memory_needs
 __all__ = ['LORA_TARGETS', 'LORA_RECORD', 'LoRALinear', 'parse_targets', 'check_lora_rank', 'lora_layers', 'apply_lora',
            'trainable_counts', 'is_lora_key', 'lora_state_dict', 'merged_state_dict', 'plain_model',
            'adapters_disabled', 'adapters_from', 'merge_lora', 'unmerge_lora', 'lora_shapes', 'lora_num_params',
-           'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'describe_base',
-           'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained', 'LoRASettings', 'LoRAPart',
-           'peft_state_dict', 'peft_config', 'export_peft']
+           'LoRAReference', 'check_lora_record', 'lora_meta', 'lora_differences', 'base_source', 'prunable',
+           'describe_base', 'check_base', 'load_lora_model', 'checkpoint_state_dict', 'load_lora_pretrained',
+           'LoRASettings', 'LoRAPart', 'peft_state_dict', 'peft_config', 'export_peft']
 
 # %% ../nbs/35_lora.ipynb #7587339d
 # --lora_targets name -> the linear layer inside each DecoderBlock, and its name in Hugging Face's Llama (peft's target_modules)
@@ -278,6 +278,11 @@ def base_source(c:TrainConfig) -> dict:
     if c.param_path is not None: return {'source': '--param_path', 'path': str(Path(c.param_path).resolve())}
     return {'source': 'init', 'random_seed': c.random_seed}
 
+def prunable(path) -> bool:
+    "Whether `path` is a step directory of a checkpoint directory: one that `--keep_last` in that run may delete."
+    p = Path(path).resolve()
+    return p in [q.resolve() for q in list_checkpoints(p.parent)]
+
 def describe_base(base:dict) -> str:
     return f"the initial weights of --random_seed {base['random_seed']}" if base['source'] == 'init' else base['path']
 
@@ -296,7 +301,7 @@ def load_lora_model(path) -> tuple[Transformer, Checkpoint]:
     check_checkpoint(path)
     info = lora_meta(path)
     if info is None: raise ValueError(f"{path} is not a LoRA checkpoint (its meta.json has no 'lora' record)")
-    ck, base = Checkpoint.load(path), info['base']
+    ck, base = Checkpoint.load(path, hashes=False, extra=False), info['base']      # hashed just above; the optimizer left unread
     with torch.random.fork_rng():                                        # the seeded initialisation, as the trainer drew it
         if base['source'] == 'init': torch.manual_seed(base['random_seed'])
         model = Transformer(ModelConfig.from_dict(ck.config))
@@ -314,7 +319,7 @@ def load_lora_model(path) -> tuple[Transformer, Checkpoint]:
 # %% ../nbs/35_lora.ipynb #210dfbdd
 def checkpoint_state_dict(path) -> dict[str, Tensor]:
     "The whole weights of checkpoint `path`: as saved, or, for a LoRA checkpoint, its base with the adapters merged in."
-    if lora_meta(path) is None: return Checkpoint.load(path).state_dict
+    if lora_meta(path) is None: return Checkpoint.load(path, extra=False).state_dict
     model, _ = load_lora_model(path)
     return merged_state_dict(model)
 
@@ -393,6 +398,10 @@ class LoRAPart(RunPart):
         "Refuse a rank the model cannot take, and LoRA over the random initialisation for pretraining (a warning for the other train types)."
         c = self.config
         if b.model is None: check_lora_rank(lora_shapes(b.model_config), c.lora_rank, c.lora_targets)
+        if c.param_path is not None and b.resume_path is None and b.rank == 0 and prunable(c.param_path):
+            print(f"lora: warning: the checkpoints hold the adapters alone, and load over their base {c.param_path}, a checkpoint of the run "
+                  f"in {Path(c.param_path).parent}: --keep_last there may delete it if that run goes on; keep a copy of it, or export "
+                  "merged weights (astrai_nb_export --merge) while it is there", file=sys.stderr, flush=True)
         if c.param_path is not None or b.resume_path is not None or b.model is not None: return
         if b.strategy.data_kind == 'pretrain':
             raise ValueError(f"--lora_rank {c.lora_rank} with --train_type {c.train_type} and no --param_path would train adapters over randomly "
