@@ -4,13 +4,15 @@
 
 # %% ../nbs/00a_durable.ipynb #6ea61f63
 from __future__ import annotations
-import ctypes, errno, functools, json, os, shutil, sys, tempfile, threading, time
+import ctypes, errno, functools, json, os, re, shutil, socket, sys, tempfile, threading, time, warnings
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['current_umask', 'make_ordinary', 'fsync_file', 'fsync_dir', 'tmp_beside', 'write_json', 'swap_in', 'free_space',
-           'NoSpaceError', 'disk_full', 'check_room', 'room_for']
+__all__ = ['HOST', 'current_umask', 'make_ordinary', 'fsync_file', 'fsync_dir', 'tmp_beside', 'write_json', 'swap_in',
+           'staging_dir', 'aside_of', 'clean_leftovers', 'free_space', 'NoSpaceError', 'disk_full', 'check_room',
+           'room_for']
 
 # %% ../nbs/00a_durable.ipynb #82a03806
 _UMASK_LOCK = threading.Lock()
@@ -107,6 +109,45 @@ def swap_in(new,                    # a complete directory, beside `out` (same f
         os.rename(aside, out)
         raise
     return aside
+
+# %% ../nbs/00a_durable.ipynb #53fb7411
+HOST = re.sub(r'[^A-Za-z0-9]', '', socket.gethostname())[:40] or 'host'    # this machine, as staging folders name it
+
+def staging_dir(out:Path, tag:str) -> Path:
+    "A new private folder beside `out` to build its next version in, named after its maker: `.OUT.TAG-HOST-PID-XXXXXXXX`."
+    return Path(tempfile.mkdtemp(prefix=f'.{out.name}.{tag}-{HOST}-{os.getpid()}-', dir=out.parent))
+
+def aside_of(staging:Path) -> Path:
+    "Where `swap_in` leaves the old `out` between its two renames: the staging folder's name with `old` for its tag."
+    head, _, tail = staging.name.rpartition('.')                  # tail: TAG-HOST-PID-XXXXXXXX, which holds no dot
+    return staging.with_name(f"{head}.old-{tail.partition('-')[2]}")
+
+def _leftovers(out:Path, tag:str) -> Iterator[tuple[Path, str, str, int]]:
+    "The folders that processes building `out` made beside it: (path, `tag` or 'old', host, pid)."
+    pat = re.compile(rf'\.{re.escape(out.name)}\.({re.escape(tag)}|old)-([A-Za-z0-9]+)-(\d+)-\w+')
+    if not out.parent.is_dir(): return
+    for p in sorted(out.parent.iterdir()):
+        m = pat.fullmatch(p.name)
+        if m and p.is_dir(): yield p, m[1], m[2], int(m[3])
+
+def _owner_gone(host:str, pid:int) -> bool:
+    "Whether the process that made a folder is gone: it ran on this host and no process has its id now."
+    if host != HOST or pid <= 0: return False                     # another host's: we cannot tell
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return True
+    except OSError: return False                                  # alive, another user's
+    return False
+
+def clean_leftovers(out:Path,                  # the directory that is built beside itself and swapped in
+                    tag:str,                   # the staging folders' tag (`staging_dir`)
+                    whole:Callable[[Path], bool]): # whether a folder left aside is a whole `out`, to put back
+    "Remove the folders that killed processes left beside `out`; put back an old `out` that a killed swap left aside."
+    for p, kind, host, pid in _leftovers(out, tag):
+        if not _owner_gone(host, pid): continue
+        if kind == 'old' and not out.exists() and whole(p):
+            os.rename(p, out)
+            warnings.warn(f"{out} was missing: a run killed while replacing it had left it aside as {p.name}; it is back in place")
+        else: shutil.rmtree(p, ignore_errors=True)
 
 # %% ../nbs/00a_durable.ipynb #2d8fe858
 def free_space(path) -> int:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/41_hf.ipynb #5154a442
 from __future__ import annotations
-import json, os, re, shutil, tempfile
+import json, os, re, shutil
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from .config import Config, ModelConfig
 from .model import Transformer
 from .tokenizer import TextTokenizer
-from .durable import current_umask, fsync_file, fsync_dir, swap_in
+from .durable import current_umask, fsync_file, fsync_dir, swap_in, staging_dir, aside_of, clean_leftovers
 from .strategy import check_language_model
 from .checkpoint import (META, WEIGHTS, CheckpointError, check_checkpoint, existing_checkpoints, list_checkpoints,
                                   weight_reader)
@@ -217,7 +217,8 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
     config = hf_config(model.cfg, next(iter(sd.values())).dtype, **ids)
     generation = {k: v for k, v in ids.items() if v is not None}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f'.{out_dir.name}.tmp-', dir=out_dir.parent))
+    clean_leftovers(out_dir, 'export', lambda p: (p/'config.json').exists() and (p/'model.safetensors').exists())   # of killed exports
+    tmp = staging_dir(out_dir, 'export')
     try:
         save_file(sd, tmp/'model.safetensors', metadata={'format': 'pt', EXPORT_KEY: json.dumps(source or {})})
         (tmp/'config.json').write_text(json.dumps(config, indent=2) + '\n')
@@ -227,7 +228,7 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
         for f in tmp.iterdir(): os.chmod(f, 0o666 & ~mask); fsync_file(f)   # safetensors its file (0600): ordinary ones, as
         os.chmod(tmp, 0o777 & ~mask)                                        # the user's umask says (0644 and 0755 under 022)
         fsync_dir(tmp)                                                      # every file on disk before the rename shows it
-        old = swap_in(tmp, out_dir)         # one atomic exchange with an earlier export (or two renames that put it back on failure)
+        old = swap_in(tmp, out_dir, aside_of(tmp))   # one atomic exchange with an earlier export (or two renames that put it back on failure)
         fsync_dir(out_dir.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)                              # after an exchange: the old export
@@ -441,15 +442,15 @@ def load_pretrained(path:str|Path,                            # a checkpoint ste
 def _replaceable(out:Path) -> bool:
     "False if `out` is absent or empty, True if it is an earlier export to replace; a `FileExistsError` saying what to do otherwise."
     if not out.exists(): return False
-    if not out.is_dir(): raise FileExistsError(f"out {out} is a file: give a directory to export into")
+    if not out.is_dir(): raise FileExistsError(f"--out {out} is a file: give --out a directory to export into")
     names = sorted(p.name for p in out.iterdir())
     if not names: return False
     if _export_info(out) is None:
-        raise FileExistsError(f"out {out} is not empty and is not an earlier export (it holds {_few(names, 5)}): "
-                              "choose a new directory, or empty this one first")
+        raise FileExistsError(f"--out {out} is not empty and is not an earlier export (it holds {_few(names, 5)}): "
+                              "choose a new --out, or empty this one first")
     if other := [n for n in names if n not in EXPORT_FILES]:
-        raise FileExistsError(f"out {out} is an earlier export, but also holds {_few(other, 5)}, which exporting again would delete: "
-                              "move them out first, or choose a new directory")
+        raise FileExistsError(f"--out {out} is an earlier export, but also holds {_few(other, 5)}, which exporting again would delete: "
+                              "move them out first, or choose a new --out")
     return True
 
 def export_checkpoint(param_path:str|Path,              # a checkpoint step directory, <ckpt_dir>/step_N
@@ -495,7 +496,7 @@ def export_lora(param_path,                   # a LoRA checkpoint step directory
                                        "or --peft (the base and the adapters in peft's format), one of them")
     if merge: replace = _replaceable(out)                               # as export_checkpoint: an earlier export is replaced
     elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"out {out} exists and is not empty: choose a new directory, or empty this one first")
+        raise FileExistsError(f"--out {out} exists and is not empty: choose a new --out, or empty this one first")
     lora, ck = load_lora_model(param_path)
     tok = _tokenizer(param_path, ck, tokenizer)
     dt = getattr(torch, dtype) if dtype else None

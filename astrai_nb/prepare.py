@@ -5,7 +5,7 @@
 # %% ../nbs/02_prepare.ipynb #6c79b4ff
 from __future__ import annotations
 import hashlib, itertools, json, math, os, re
-import shutil, socket, sys, tempfile, time, warnings
+import shutil, sys, tempfile, time, warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -14,7 +14,8 @@ import numpy as np
 from fastcore.basics import patch
 from tqdm import tqdm
 from .config import Config, SettingError
-from .durable import make_ordinary, write_json, fsync_dir, swap_in, NoSpaceError, disk_full, room_for
+from .durable import (make_ordinary, write_json, fsync_dir, swap_in, staging_dir, aside_of, clean_leftovers, NoSpaceError,
+                               disk_full, room_for)
 from .tokenizer import TextTokenizer, train_tokenizer, check_vocab_size
 from .corpus import (SHARD_DTYPES, PIECE_CHARS, WHOLE_CHARS, BATCH_CHARS, builtin_corpus_files, iter_jsonl,
     input_format, read_documents, split_document, document_pieces, encode_pieces, token_dtype, val_flags,
@@ -199,37 +200,6 @@ def _check_out(out,                # the data directory to write
                          "it replaces --out whole, so move them out first, or choose another --out")
     return out
 
-# %% ../nbs/02_prepare.ipynb #0a5014fa
-_HOST = re.sub(r'[^A-Za-z0-9]', '', socket.gethostname())[:40] or 'host'
-
-def _staging_prefix(out:Path) -> str: return f'.{out.name}.prepare-{_HOST}-{os.getpid()}-'
-
-def _temp_dirs(out:Path) -> Iterator[tuple[Path, str, str, int]]:
-    "The folders that runs preparing `out` made beside it: (path, 'prepare' or 'old', host, pid)."
-    pat = re.compile(rf'\.{re.escape(out.name)}\.(prepare|old)-([A-Za-z0-9]+)-(\d+)-\w+')
-    if not out.parent.is_dir(): return
-    for p in sorted(out.parent.iterdir()):
-        m = pat.fullmatch(p.name)
-        if m and p.is_dir(): yield p, m[1], m[2], int(m[3])
-
-def _owner_gone(host:str, pid:int) -> bool:
-    "Whether the run that made a folder is gone: it ran on this host and no process has its id now."
-    if host != _HOST or pid <= 0: return False                    # another host's: we cannot tell
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return True
-    except OSError: return False                                  # alive, another user's
-    return False
-
-def _clean_stale(out:Path):
-    "Remove the folders killed runs left beside `out`; put back a preparation that a killed swap left aside."
-    for p, kind, host, pid in _temp_dirs(out):
-        if not _owner_gone(host, pid): continue
-        if kind == 'old' and not out.exists() and _is_prepared(p):
-            os.rename(p, out)
-            warnings.warn(f"{out} was missing: a run killed while replacing it had left it aside as "
-                          f"{p.name}; it is back in place")
-        else: shutil.rmtree(p, ignore_errors=True)
-
 # %% ../nbs/02_prepare.ipynb #4b9e6c15
 @dataclass
 class PrepareConfig(Config):
@@ -329,7 +299,7 @@ def _commit(staging:Path, out:Path, meta:dict) -> Path|None:
     "Finish the staging folder (meta.json last) and swap it in at `out`; where the old one went."
     write_json(staging/'meta.json', meta)
     make_ordinary(staging)                               # mkdtemp made it private (0700)
-    return swap_in(staging, out, staging.with_name(staging.name.replace('.prepare-', '.old-', 1)))
+    return swap_in(staging, out, aside_of(staging))
 
 # %% ../nbs/02_prepare.ipynb #9f0edd3f
 def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for short, `out`, and then...
@@ -345,10 +315,10 @@ def prepare_data(config:PrepareConfig|str|os.PathLike,  # the settings; or, for 
         raise FileNotFoundError(f"tokenizer {c.tokenizer} does not exist")
     for f in c.input or (): _check_exists(Path(f))
     given, out = Path(c.out), _check_out(c.out, c.input or ())
-    _clean_stale(out)
+    clean_leftovers(out, 'prepare', _is_prepared)
     made = _mkdirs(out.parent)
     free = shutil.disk_usage(out.parent).free        # what a disk-full message reports: the room the user has
-    staging = Path(tempfile.mkdtemp(prefix=_staging_prefix(out), dir=out.parent))
+    staging = staging_dir(out, 'prepare')
     try:
         meta, seconds = (_prepare_pretrain if c.kind == 'pretrain' else _prepare_post)(staging, c)
         old = _commit(staging, out, meta)
