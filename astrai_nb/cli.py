@@ -373,15 +373,21 @@ def _eval_window(c:EvalConfig, model) -> int:
     window = c.window_size or (json.loads(saved.read_text()).get('window_size') if saved.exists() else None) or model.cfg.max_seq_len
     return min(window, model.cfg.max_seq_len)
 
-def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
-    "Validation loss and perplexity of `model` on the val split of `c.data_root_path`, as the trainer's `Validation` computes them."
-    from astrai_nb.batches import data_info, load_datasets      # only this command reads a data directory
+def _val_data(c:EvalConfig, tok) -> dict:
+    "`data_info` of `--data_root_path`, refused unless it is pretrain or sft data of the model's tokenizer."
+    from astrai_nb.batches import data_info                     # only this command reads a data directory
     info = data_info(c.data_root_path)
     if info['tokenizer_hash'] != tok.hash:
         raise ValueError(f"--data_root_path {c.data_root_path} was tokenized with another tokenizer (hash {info['tokenizer_hash'][:12]}) "
                          f"than the model's (hash {tok.hash[:12]}): pass data prepared with the model's tokenizer")
     if info['kind'] not in ('pretrain', 'sft'):
         raise ValueError(f"--data_root_path {c.data_root_path} holds {info['kind']} data: the validation loss needs pretrain or sft data")
+    return info
+
+def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
+    "Validation loss and perplexity of `model` on the val split of `c.data_root_path`, as the trainer's `Validation` computes them."
+    from astrai_nb.batches import load_datasets
+    info = _val_data(c, tok)
     train_type = 'seq' if info['kind'] == 'pretrain' else 'sft'
     tc = TrainConfig(train_type=train_type, data_root_path=c.data_root_path, window_size=_eval_window(c, model))
     _, val, collate = load_datasets(tc, StrategyFactory.registry[tc.train_type].data_kind, tc.window_size)
@@ -418,6 +424,7 @@ def evaluate(**settings) -> dict:
         if e.type == 'downstream': e.load(None, '--task')       # a task's rows are checked before the model loads
     model, tok, device = _load_model(c)
     _eval_window(c, model)                                     # a --window_size too long is refused before any work
+    if c.data_root_path is not None: _val_data(c, tok)         # so is a --data_root_path of another tokenizer
     out = {}
     for e in evs:
         if e.type == 'lm': e.load(tok, '--task')
@@ -432,10 +439,12 @@ def evaluate(**settings) -> dict:
     if c.json: print(json.dumps({k: v for k, v in res.items() if k != 'replies'}))
     return res
 
+def _bar(c:EvalConfig, e:Evaluator) -> str|bool: return e.label if c.progress else False   # a task's progress bar: its label, or none
+
 def _exact_match(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "Greedy exact-match accuracy on task rows, printed with its breakdown and a few replies."
     t0, rows = time.perf_counter(), e.rows
-    res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device.type == 'cpu')
+    res = task_accuracy(model, tok, rows, c.max_new_tokens, c.max_batch, column_major=device.type == 'cpu', progress=_bar(c, e))
     res['seconds'] = time.perf_counter() - t0
     task = Path(e.data)/'eval.jsonl' if Path(e.data).is_dir() else Path(e.data)
     print(f"astrai_nb_eval: {c.param_path} on {task}: {res['n']} prompts, greedy, at most {c.max_new_tokens} new tokens")
@@ -453,7 +462,7 @@ def _exact_match(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
 def _multiple_choice(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "lm-eval's acc and acc_norm on multiple-choice rows, printed."
     t0 = time.perf_counter()
-    res = mc_accuracy(model, tok, e.rows, c.max_batch)
+    res = mc_accuracy(model, tok, e.rows, c.max_batch, progress=_bar(c, e))
     res['seconds'] = time.perf_counter() - t0
     print(f"astrai_nb_eval: {c.param_path} on {e.data}: {res['n']} multiple-choice questions, scored by likelihood as lm-eval scores them")
     print(f"  acc        {res['acc']:.4f}\n  acc_norm   {res['acc_norm']:.4f}\n  time       {res['seconds']:.1f} s")
@@ -462,7 +471,7 @@ def _multiple_choice(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
 def _lm_set(c:EvalConfig, model, tok, e:Evaluator, device) -> dict:
     "Cross-entropy, perplexity and bits per byte of a text, printed."
     t0, window = time.perf_counter(), _eval_window(c, model)
-    res = lm_metrics(model, e.tokens, e.nbytes, window, c.batch_size)
+    res = lm_metrics(model, e.tokens, e.nbytes, window, c.batch_size, progress=_bar(c, e))
     res['seconds'] = time.perf_counter() - t0
     print(f"astrai_nb_eval: {c.param_path} on {e.data}: {res['tokens']:,} tokens ({res['bytes']:,} bytes) in windows of {window}")
     print(f"  cross-entropy {res['CrossEntropyLoss']:.4f} nats/token, perplexity {res['Perplexity']:.2f}, "

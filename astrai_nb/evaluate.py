@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields
 from fastcore.basics import ifnone, patch
 from pathlib import Path
 import numpy as np
+from tqdm import tqdm
 import torch
 from tokenizers import decoders
 import torch.nn as nn
@@ -22,9 +23,9 @@ from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy, token_nll
 
 # %% auto #0
-__all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'load_task_rows', 'task_accuracy', 'mc_row_problem',
-           'is_mc_task', 'load_mc_rows', 'choice_tokens', 'score_whole', 'mc_loglikelihoods', 'mc_correct',
-           'mc_accuracy', 'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator',
+__all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'load_task_rows', 'progress_bar', 'task_accuracy',
+           'mc_row_problem', 'is_mc_task', 'load_mc_rows', 'choice_tokens', 'score_whole', 'mc_loglikelihoods',
+           'mc_correct', 'mc_accuracy', 'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator',
            'parse_evaluators', 'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
 
 # %% ../nbs/24_evaluate.ipynb #993999db
@@ -95,6 +96,10 @@ def load_task_rows(path,                  # an eval.jsonl of {'prompt', 'answer'
     return rows[:samples or None]
 
 # %% ../nbs/24_evaluate.ipynb #a1e5f138
+def progress_bar(progress:bool|str, total:int, unit:str, desc:str) -> tqdm:
+    "A tqdm bar on stderr over `total` units of work: none for `progress=False`; labelled `progress` when it is a string, else `desc`."
+    return tqdm(total=total, desc=progress if isinstance(progress, str) else desc, unit=f' {unit}', disable=not progress, dynamic_ncols=True)
+
 @torch.no_grad()
 def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model, not a parallel wrapper)
                   tokenizer,                  # its `TextTokenizer`: the chat template and the text of the replies
@@ -104,7 +109,8 @@ def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model
                   rank:int=0,                 # this process answers rows[rank::world_size]
                   world_size:int=1,           # processes sharing the rows
                   reduce=lambda x: x,         # sums a number over the ranks
-                  column_major:bool=False     # re-lay the weights for CPU decoding (only when the model is not being trained)
+                  column_major:bool=False,    # re-lay the weights for CPU decoding (only when the model is not being trained)
+                  progress:bool|str=False     # a tqdm bar on stderr over the replies (rank 0's only): True, or its label
                  ) -> dict:                   # accuracy, correct, n, response_len (over all ranks); this rank's replies
     "Greedy exact-match accuracy of `model` on the task `rows`: each prompt a chat's user turn, all decoded as one continuous batch."
     from astrai_nb.generate import Generator, SamplingParams     # here, not at the top: a run that evaluates no task never loads the engine
@@ -118,7 +124,10 @@ def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model
             g = Generator(model, tokenizer, max_batch=min(max_batch, len(shard)), max_seq_len=L, column_major=column_major)
             reqs = [g.submit(ids, SamplingParams(max_new_tokens=max(1, min(max_new_tokens, L - len(ids))), temperature=0,
                                                  seed=0, stop_token_ids=stop)) for ids in prompts]
-            while not all(r.finished for r in reqs): g.step()
+            with progress_bar(progress if rank == 0 else False, len(reqs), 'replies', 'exact match') as bar:
+                while not all(r.finished for r in reqs):
+                    g.step()
+                    bar.update(sum(r.finished for r in reqs) - bar.n)
         finally: model.train(was_training)
         replies = [r.text for r in reqs]
         lengths = [len(r.output_ids) - (r.finish_reason == 'stop') for r in reqs]         # the end token is not counted
@@ -174,7 +183,7 @@ def choice_tokens(tokenizer, query:str, choice:str, delimiter:str=' ') -> tuple[
 
 def _logp(logits:Tensor) -> Tensor: return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(-1)   # at least fp32
 
-def score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[tuple[float, bool]]:
+def score_whole(model:nn.Module, seqs:list[tuple], max_batch:int, bar=None) -> list[tuple[float, bool]]:
     "Per sequence (input ids, targets, where the continuation starts): the continuation's summed log-probability, and whether greedy decoding gives it; right-padded batches, the longest first."
     device, out = model.tok_embeddings.weight.device, [None] * len(seqs)
     order = sorted(range(len(seqs)), key=lambda i: -len(seqs[i][0]))                                 # little padding in a batch
@@ -191,9 +200,10 @@ def score_whole(model:nn.Module, seqs:list[tuple], max_batch:int) -> list[tuple[
         lp = _logp(logits).gather(-1, tgt[..., None])[..., 0]                                         # (b, T)
         sums, greedy = lp.masked_fill(~keep, 0).sum(-1).tolist(), ((logits.argmax(-1) == tgt) | ~keep).all(-1).tolist()
         for i, x, g in zip(idx, sums, greedy): out[i] = (x, g)
+        if bar is not None: bar.update(len(idx))
     return out
 
-def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[int]]], max_batch:int) -> list[list[float]]:
+def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[int]]], max_batch:int, bar=None) -> list[list[float]]:
     "Summed log-probabilities of each query's continuations: the query run once into a KV cache, copied for each of its continuations."
     device, out, i, L = model.tok_embeddings.weight.device, [], 0, model.cfg.max_seq_len
     longest = [max(map(len, cc)) for cc in conts]
@@ -220,6 +230,7 @@ def _score_shared(model:nn.Module, ctxs:list[list[int]], conts:list[list[list[in
         keep = torch.arange(1, C, device=device)[None] < torch.tensor([len(c) for c in flat], device=device)[:, None]
         scores = iter((first + rest.masked_fill(~keep, 0).sum(-1)).tolist())
         out += [[next(scores) for _ in cc] for cc in cs]
+        if bar is not None: bar.update(n)
         i = j
     return out
 
@@ -228,7 +239,8 @@ def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain mode
                       tokenizer,               # its `TextTokenizer`
                       rows:list[dict],         # {'query', 'choices', 'gold'} rows (`load_mc_rows`)
                       max_batch:int=64,        # sequences (choices) per forward pass
-                      shared:bool=True         # run each query once (a KV cache shared by its choices); False: every choice with its query
+                      shared:bool=True,        # run each query once (a KV cache shared by its choices); False: every choice with its query
+                      progress:bool|str=False  # a tqdm bar on stderr over the choices scored: True, or its label
                      ) -> list[list[float]]:   # the summed log-probability of each row's choices
     "Each choice's summed log-probability given its query (lm-eval's loglikelihood), the choices of many rows in one forward pass."
     pairs = [[choice_tokens(tokenizer, r['query'], c, r.get('delimiter', ' ')) for c in r['choices']] for r in rows]
@@ -244,9 +256,10 @@ def mc_loglikelihoods(model:nn.Module,         # a `Transformer` (the plain mode
             for ctx, cont in p:
                 ids = (ctx + cont)[-L:]
                 whole.append((ids[:-1], ids[1:], len(ids) - 1 - len(cont)))
-        it = iter(x for x, _ in score_whole(model, whole, max_batch))
-        sh = iter(_score_shared(model, [p[0][0] for p, ok in zip(pairs, fits) if ok],
-                                [[cont for _, cont in p] for p, ok in zip(pairs, fits) if ok], max_batch))
+        with progress_bar(progress, sum(map(len, pairs)), 'choices', 'multiple choice') as bar:
+            it = iter(x for x, _ in score_whole(model, whole, max_batch, bar))
+            sh = iter(_score_shared(model, [p[0][0] for p, ok in zip(pairs, fits) if ok],
+                                    [[cont for _, cont in p] for p, ok in zip(pairs, fits) if ok], max_batch, bar))
     finally: model.train(was_training)
     return [next(sh) if ok else [next(it) for _ in r['choices']] for r, ok in zip(rows, fits)]
 
@@ -262,11 +275,12 @@ def mc_correct(lls:list[list[float]], rows:list[dict]) -> tuple[int, int]:
 def mc_accuracy(model:nn.Module, tokenizer, rows:list[dict],
                 max_batch:int=64,               # choices per forward pass
                 rank:int=0, world_size:int=1,   # this process scores rows[rank::world_size]
-                reduce=lambda x: x              # sums a number over the ranks
+                reduce=lambda x: x,             # sums a number over the ranks
+                progress:bool|str=False         # a tqdm bar on stderr over the choices (rank 0's only): True, or its label
                ) -> dict:                       # acc, acc_norm, n (over all ranks)
     "lm-eval's `acc` and `acc_norm` of `model` on multiple-choice `rows`."
     shard = rows[rank::world_size]
-    acc, norm = mc_correct(mc_loglikelihoods(model, tokenizer, shard, max_batch), shard) if shard else (0, 0)
+    acc, norm = mc_correct(mc_loglikelihoods(model, tokenizer, shard, max_batch, progress=progress if rank == 0 else False), shard) if shard else (0, 0)
     n, acc, norm = reduce(float(len(shard))), reduce(float(acc)), reduce(float(norm))
     if n == 0: raise ValueError("no multiple-choice rows to evaluate: pass at least one {'query', 'choices', 'gold'} row")
     return {'acc': acc / n, 'acc_norm': norm / n, 'n': int(n)}
@@ -288,7 +302,8 @@ def lm_metrics(model:nn.Module,               # a `Transformer` (the plain model
                batch_size:int=8,              # windows per forward pass
                rank:int=0, world_size:int=1,  # this process scores windows rank, rank + world_size, ...
                reduce=lambda x: x,            # sums a number over the ranks
-               autocast=nullcontext           # a callable returning the precision context
+               autocast=nullcontext,          # a callable returning the precision context
+               progress:bool|str=False        # a tqdm bar on stderr over the windows (rank 0's only): True, or its label
               ) -> dict:                      # CrossEntropyLoss, Perplexity, BitsPerByte, tokens, bytes
     "Token-weighted cross-entropy, perplexity and bits per byte of a text under `model`, in windows of `window_size` with no overlap."
     starts = list(range(0, len(tokens) - 1, window_size))[rank::world_size]        # window i: tokens[s : s + window_size + 1]
@@ -296,15 +311,17 @@ def lm_metrics(model:nn.Module,               # a `Transformer` (the plain model
     nll = count = size = 0.0
     model.eval()
     try:
-        for i in range(0, len(starts), batch_size):
-            ws = [torch.as_tensor(np.asarray(tokens[s:s + window_size + 1], dtype=np.int64)) for s in starts[i:i + batch_size]]
-            T = max(len(w) for w in ws) - 1
-            x = torch.stack([torch.cat([w[:-1], w.new_zeros(T + 1 - len(w))]) for w in ws]).to(device)          # (b, T) right-padded
-            y = torch.stack([torch.cat([w[1:], w.new_full((T + 1 - len(w),), IGNORE_INDEX)]) for w in ws]).to(device)
-            with autocast(): nll += token_nll(model, x, y).double().sum().item()
-            seen = y != IGNORE_INDEX
-            count += seen.sum().item()
-            size += nbytes.to(device)[y.clamp(min=0)].masked_fill(~seen, 0).sum().item()
+        with progress_bar(progress if rank == 0 else False, len(starts), 'windows', 'lm') as bar:
+            for i in range(0, len(starts), batch_size):
+                ws = [torch.as_tensor(np.asarray(tokens[s:s + window_size + 1], dtype=np.int64)) for s in starts[i:i + batch_size]]
+                T = max(len(w) for w in ws) - 1
+                x = torch.stack([torch.cat([w[:-1], w.new_zeros(T + 1 - len(w))]) for w in ws]).to(device)          # (b, T) right-padded
+                y = torch.stack([torch.cat([w[1:], w.new_full((T + 1 - len(w),), IGNORE_INDEX)]) for w in ws]).to(device)
+                with autocast(): nll += token_nll(model, x, y).double().sum().item()
+                seen = y != IGNORE_INDEX
+                count += seen.sum().item()
+                size += nbytes.to(device)[y.clamp(min=0)].masked_fill(~seen, 0).sum().item()
+                bar.update(len(ws))
     finally: model.train(was_training)
     nll, count, size = reduce(nll), reduce(float(count)), reduce(float(size))
     if not count: raise ValueError("no tokens to score: the text must hold at least two tokens")
@@ -504,6 +521,7 @@ class EvalConfig(Config):
     device: str|None = None            # 'cpu', 'cuda', 'cuda:1', ... (None: cuda if there is one, else cpu)
     tokenizer: str|None = None         # a directory holding tokenizer.json, for a checkpoint that carries none
     json: bool = False                 # also print the numbers as one JSON object, the last line of stdout
+    progress: bool = True              # show a progress bar on stderr for each task
 
     def validate(self):
         "Check the ranges; an error names the bad field."

@@ -196,6 +196,10 @@ def _check_vocab(tok:TextTokenizer, cfg:ModelConfig, where:str):
                          "they do not belong together; give the tokenizer the model was trained with")
 
 # %% ../nbs/41_hf.ipynb #2d04fd0a
+def _clean_leftovers(out_dir:Path):
+    "Remove what killed exports left beside `out_dir` (their processes gone); put back an earlier export a kill left aside."
+    clean_leftovers(out_dir, 'export', lambda p: (p/'config.json').is_file() and (p/'model.safetensors').is_file())
+
 @delegates(hf_config, but=['cfg', 'dtype'])
 def export_hf(model:Transformer,                 # the model, or a DDP / compiled wrapper of it
               out_dir:str|Path,                  # the directory to write; must be absent or empty unless `overwrite`
@@ -207,6 +211,7 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
              ) -> Path:                          # `out_dir`
     "Write `model` (and its tokenizer) as a Hugging Face Llama directory, atomically."
     model, out_dir = _unwrap(model), Path(out_dir)
+    _clean_leftovers(out_dir)                     # first: an earlier export put back is checked like any other
     if out_dir.exists():
         if not out_dir.is_dir(): raise FileExistsError(f"{out_dir} exists and is not a directory: choose another out_dir")
         if any(out_dir.iterdir()) and not overwrite:
@@ -217,7 +222,6 @@ def export_hf(model:Transformer,                 # the model, or a DDP / compile
     config = hf_config(model.cfg, next(iter(sd.values())).dtype, **ids)
     generation = {k: v for k, v in ids.items() if v is not None}
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    clean_leftovers(out_dir, 'export', lambda p: (p/'config.json').exists() and (p/'model.safetensors').exists())   # of killed exports
     tmp = staging_dir(out_dir, 'export')
     try:
         save_file(sd, tmp/'model.safetensors', metadata={'format': 'pt', EXPORT_KEY: json.dumps(source or {})})
@@ -441,6 +445,7 @@ def load_pretrained(path:str|Path,                            # a checkpoint ste
 # %% ../nbs/41_hf.ipynb #0235c9e9
 def _replaceable(out:Path) -> bool:
     "False if `out` is absent or empty, True if it is an earlier export to replace; a `FileExistsError` saying what to do otherwise."
+    _clean_leftovers(out)                         # an earlier export a killed export left aside is back, and replaced
     if not out.exists(): return False
     if not out.is_dir(): raise FileExistsError(f"--out {out} is a file: give --out a directory to export into")
     names = sorted(p.name for p in out.iterdir())
@@ -495,8 +500,11 @@ def export_lora(param_path,                   # a LoRA checkpoint step directory
                                        f"{describe_base(info['base'])}; pass --merge (merged weights, one Hugging Face directory) "
                                        "or --peft (the base and the adapters in peft's format), one of them")
     if merge: replace = _replaceable(out)                               # as export_checkpoint: an earlier export is replaced
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"--out {out} exists and is not empty: choose a new --out, or empty this one first")
+    else:
+        _clean_leftovers(out / 'base')                                  # what a killed --peft export left in `out`
+        if out.exists() and not out.is_dir(): raise FileExistsError(f"--out {out} is a file: give --out a directory to export into")
+        if out.exists() and any(out.iterdir()):
+            raise FileExistsError(f"--out {out} exists and is not empty: choose a new --out, or empty this one first")
     lora, ck = load_lora_model(param_path)
     tok = _tokenizer(param_path, ck, tokenizer)
     dt = getattr(torch, dtype) if dtype else None

@@ -4,7 +4,7 @@
 
 # %% ../nbs/35_lora.ipynb #e259fc72
 from __future__ import annotations
-import json, math, sys
+import json, math, warnings
 from contextlib import contextmanager
 from pathlib import Path
 import torch
@@ -395,21 +395,21 @@ class LoRAPart(RunPart):
                              f"a resume reads again, and this run has no --param_path: pass --param_path {saved['base']['path']}")
 
     def check(self, b):
-        "Refuse a rank the model cannot take, and LoRA over the random initialisation for pretraining (a warning for the other train types)."
+        "Refuse a rank the model cannot take, and LoRA over the random initialisation for pretraining (a warning for the other train types); warn of a base another run may prune."
         c = self.config
         if b.model is None: check_lora_rank(lora_shapes(b.model_config), c.lora_rank, c.lora_targets)
         if c.param_path is not None and b.resume_path is None and b.rank == 0 and prunable(c.param_path):
-            print(f"lora: warning: the checkpoints hold the adapters alone, and load over their base {c.param_path}, a checkpoint of the run "
-                  f"in {Path(c.param_path).parent}: --keep_last there may delete it if that run goes on; keep a copy of it, or export "
-                  "merged weights (astrai_nb_export --merge) while it is there", file=sys.stderr, flush=True)
+            warnings.warn(f"--param_path {c.param_path} is a checkpoint of the run in {Path(c.param_path).parent}, whose --keep_last may "
+                          "delete it if that run goes on, and this run's checkpoints hold only adapters that load over it: keep a copy of "
+                          "it, or export merged weights (astrai_nb_export --merge) while it is there")
         if c.param_path is not None or b.resume_path is not None or b.model is not None: return
         if b.strategy.data_kind == 'pretrain':
             raise ValueError(f"--lora_rank {c.lora_rank} with --train_type {c.train_type} and no --param_path would train adapters over randomly "
                              "initialised weights, which stay random (embeddings, output and every block weight frozen): leave out --lora_rank "
                              "to pretrain every weight, or give --param_path a trained checkpoint or Hugging Face model to adapt")
         if b.rank == 0:
-            print(f"lora: warning: no --param_path, so the adapters train over the random initial weights of --random_seed {c.random_seed}, "
-                  "not over a trained model; give --param_path the model to fine-tune", file=sys.stderr, flush=True)
+            warnings.warn(f"no --param_path, so the LoRA adapters train over the random initial weights of --random_seed {c.random_seed}, "
+                          "not over a trained model; give --param_path the model to fine-tune")
 
     def memory(self, b, need:dict):
         c = self.config
