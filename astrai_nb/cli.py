@@ -393,7 +393,8 @@ def _lm_eval(c:EvalConfig, model, tok, device) -> dict:
     _, val, collate = load_datasets(tc, StrategyFactory.registry[tc.train_type].data_kind, tc.window_size)
     if val is None or len(val) == 0: raise ValueError(f"--data_root_path {c.data_root_path} has no validation data")
     loader = DataLoader(val, batch_size=c.batch_size, collate_fn=collate)
-    return {**evaluate_loss(StrategyFactory.create(train_type, tc), model, loader, c.val_batches, device), 'window_size': tc.window_size}
+    res = evaluate_loss(StrategyFactory.create(train_type, tc), model, loader, c.val_batches, device, progress=c.progress and 'validation')
+    return {**res, 'window_size': tc.window_size}
 
 # %% ../nbs/50_cli.ipynb #cc81903d
 def _task_evaluators(tasks:list[str], samples:int=0) -> list[Evaluator]:

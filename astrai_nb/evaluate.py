@@ -23,7 +23,7 @@ from .tasks import JSONL_KEYS, score, task_row_problem
 from .strategy import SEQStrategy, token_nll
 
 # %% auto #0
-__all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'evaluate_loss', 'load_task_rows', 'progress_bar', 'task_accuracy',
+__all__ = ['MC_KEYS', 'EVALUATOR_TYPES', 'DATASET_SUFFIXES', 'progress_bar', 'evaluate_loss', 'load_task_rows', 'task_accuracy',
            'mc_row_problem', 'is_mc_task', 'load_mc_rows', 'choice_tokens', 'score_whole', 'mc_loglikelihoods',
            'mc_correct', 'mc_accuracy', 'token_bytes', 'lm_metrics', 'Evaluator', 'evaluator_type', 'parse_evaluator',
            'parse_evaluators', 'load_mc_dataset', 'lm_tokens', 'EvaluatorSettings', 'EvalConfig']
@@ -34,6 +34,10 @@ def _first_batch(loader):
     if not hasattr(loader, 'dataset'): raise ValueError("this rank has no validation batch while others have: give every rank one")
     return loader.collate_fn([loader.dataset[0]])
 
+def progress_bar(progress:bool|str, total:int, unit:str, desc:str) -> tqdm:
+    "A tqdm bar on stderr over `total` units of work: none for `progress=False`; labelled `progress` when it is a string, else `desc`."
+    return tqdm(total=total, desc=progress if isinstance(progress, str) else desc, unit=f' {unit}', disable=not progress, dynamic_ncols=True)
+
 @torch.no_grad()
 def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed loss and normalizer of a batch
                   model:nn.Module,         # the model to evaluate
@@ -41,24 +45,29 @@ def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed 
                   max_batches:int=0,       # stop after this many batches; 0: all
                   device=None,             # move batches here (None: leave them)
                   autocast=nullcontext,    # a callable returning the precision context
-                  reduce=lambda x: x       # sums a number over the ranks (each rank evaluates its shard)
+                  reduce=lambda x: x,      # sums a number over the ranks (each rank evaluates its shard)
+                  progress:bool|str=False  # a tqdm bar on stderr over the batches (give it on rank 0 only): True, or its label
                  ) -> dict:                # val_loss, val_tokens (the units); val_ppl, or val_<metric> for each of the strategy's
     "Unit-weighted loss of `model` under `strategy` over `loader`: with the perplexity for a next-token loss, else the strategy's own metrics."
     was_training, lm = model.training, isinstance(strategy, SEQStrategy)     # lm: the loss is a per-token NLL
     model.eval()
     sums, count = dict.fromkeys(('loss',) + (() if lm else strategy.metrics), 0.0), 0
     batches, spare = iter(loader), None
+    n = len(loader) if hasattr(loader, '__len__') else None
+    total = min(n, max_batches) if n is not None and max_batches else n or max_batches or None
     try:
-        for i in itertools.count():
-            batch = None if max_batches and i >= max_batches else next(batches, None)
-            if reduce(float(batch is not None)) == 0: break           # every rank is done
-            real = batch is not None                                  # else: a rank with fewer batches runs one more, unscored
-            batch = spare = batch if real else spare if spare is not None else _first_batch(loader)
-            if device is not None: batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            with autocast(): out = strategy(model, batch)
-            if not real: continue
-            for k in sums: sums[k] += float(out[k])
-            count += strategy.normalizer(batch)
+        with progress_bar(progress, total, 'batches', 'validation') as bar:
+            for i in itertools.count():
+                batch = None if max_batches and i >= max_batches else next(batches, None)
+                if reduce(float(batch is not None)) == 0: break           # every rank is done
+                real = batch is not None                                  # else: a rank with fewer batches runs one more, unscored
+                batch = spare = batch if real else spare if spare is not None else _first_batch(loader)
+                if device is not None: batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                with autocast(): out = strategy(model, batch)
+                if not real: continue
+                for k in sums: sums[k] += float(out[k])
+                count += strategy.normalizer(batch)
+                bar.update(1)
     finally: model.train(was_training)
     sums, count = {k: reduce(v) for k, v in sums.items()}, int(reduce(count))
     if count == 0: raise ValueError("the validation data has no target tokens: check the validation split")
@@ -96,10 +105,6 @@ def load_task_rows(path,                  # an eval.jsonl of {'prompt', 'answer'
     return rows[:samples or None]
 
 # %% ../nbs/24_evaluate.ipynb #a1e5f138
-def progress_bar(progress:bool|str, total:int, unit:str, desc:str) -> tqdm:
-    "A tqdm bar on stderr over `total` units of work: none for `progress=False`; labelled `progress` when it is a string, else `desc`."
-    return tqdm(total=total, desc=progress if isinstance(progress, str) else desc, unit=f' {unit}', disable=not progress, dynamic_ncols=True)
-
 @torch.no_grad()
 def task_accuracy(model:nn.Module,            # a `Transformer` (the plain model, not a parallel wrapper)
                   tokenizer,                  # its `TextTokenizer`: the chat template and the text of the replies
