@@ -58,7 +58,7 @@ def weights(ctx) -> list:
 
 def same_weights(model, ck) -> bool:
     "Whether `model` holds bitwise the weights of checkpoint `ck`."
-    sd = Checkpoint.load(ck).state_dict
+    sd = Checkpoint.load(ck, extra=False).state_dict
     return all(torch.equal(v, sd[k]) for k, v in model.state_dict().items())
 
 def logged(d) -> list[dict]:
@@ -145,6 +145,6 @@ def free_port() -> int:
 
 def weight_diff(a, b) -> float:
     "Largest difference between the weights of two checkpoints (0.0: bitwise equal); they must hold the same tensors."
-    a, b = Checkpoint.load(a).state_dict, Checkpoint.load(b).state_dict
+    a, b = Checkpoint.load(a, extra=False).state_dict, Checkpoint.load(b, extra=False).state_dict
     assert sorted(a) == sorted(b), (sorted(set(a) ^ set(b)))
     return max((a[k].float() - b[k].float()).abs().max().item() for k in a)
