@@ -53,8 +53,7 @@ def evaluate_loss(strategy,                # a strategy (`23_strategy`): summed 
     model.eval()
     sums, count = dict.fromkeys(('loss',) + (() if lm else strategy.metrics), 0.0), 0
     batches, spare = iter(loader), None
-    n = len(loader) if hasattr(loader, '__len__') else None
-    total = min(n, max_batches) if n is not None and max_batches else n or max_batches or None
+    total = min(filter(None, (getattr(loader, '__len__', lambda: 0)(), max_batches)), default=None)   # the bar's, when known
     try:
         with progress_bar(progress, total, 'batches', 'validation') as bar:
             for i in itertools.count():
